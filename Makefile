@@ -1,0 +1,49 @@
+# The README's commands. `make test` is what CI runs on a fresh machine.
+GO       ?= go
+FUZZTIME ?= 15s
+BENCH    ?= .
+
+.PHONY: all build run test deps vet bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+## run: the relay in standalone mode on its built-in defaults (127.0.0.1:8080).
+run:
+	$(GO) run ./cmd/modelrelay-server
+
+## deps: what the tests need beyond Go: a redis-server binary (tests start their own on a
+## random loopback port; they never touch one already running).
+deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "redis-server not found: installing it from Debian packages"; \
+		SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; \
+		command -v redis-server >/dev/null 2>&1 || { echo "could not install redis-server" >&2; exit 1; }; }
+
+vet:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+## test: vet, gofmt, then every test (fuzz seed corpora included) under the race detector.
+test: deps vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+## bench: the testing.B benchmarks (dispatch, relay overhead, ingress, reconcile, daemon path).
+bench:
+	$(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -count=1 ./...
+
+## fuzz: each fuzz target for FUZZTIME (the seed corpora also run in `make test`).
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$target"; \
+			$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+clean:
+	rm -rf bin

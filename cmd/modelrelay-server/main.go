@@ -1,0 +1,135 @@
+// Command modelrelay-server is the relay: OpenAI and Anthropic HTTP in front, relay workers
+// (dialing in over WebSocket) and HTTP upstreams behind, and optionally a Backend.AI AppProxy
+// inference worker.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"modelrelay/relay"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, warnings, err := LoadConfig(args, getenv, stderr)
+	switch {
+	case errors.Is(err, errHelp):
+		fmt.Fprint(stdout, usageText())
+		return 0
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, "modelrelay-server", version)
+		return 0
+	case err != nil:
+		fmt.Fprintln(stderr, "modelrelay-server:", err)
+		return 1
+	}
+	log := newLogger(cfg, stderr)
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, cfg, log); err != nil {
+		fmt.Fprintln(stderr, "modelrelay-server:", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func relayOptions(cfg Config, log *slog.Logger) relay.Options {
+	backends := make([]relay.Backend, 0, len(cfg.Backends))
+	for _, b := range cfg.Backends {
+		backends = append(backends, relay.Backend{Name: b.Name, URL: b.URL, Models: b.Models,
+			Weight: b.Weight, MaxConcurrent: b.MaxConcurrent})
+	}
+	return relay.Options{
+		Provider:               cfg.Provider,
+		WorkerSecret:           cfg.WorkerSecret,
+		MaxQueueLen:            cfg.MaxQueueLen,
+		QueueTimeout:           cfg.QueueTimeout,
+		RequestTimeout:         cfg.RequestTimeout,
+		DrainTimeout:           cfg.DrainTimeout,
+		AdminToken:             cfg.AdminToken,
+		MaxBodyBytes:           cfg.MaxBodyBytes,
+		MaxModelsPerWorker:     cfg.MaxModelsPerWorker,
+		MaxStreamBytes:         cfg.MaxStreamBytes,
+		RequireProtocolVersion: cfg.RequireProtocolVersion,
+		TrustedProxies:         cfg.TrustedProxies,
+		Backends:               backends,
+		Version:                version,
+		Logger:                 log,
+	}
+}
+
+// serve runs the relay until ctx ends (SIGTERM), then drains: workers are told to finish,
+// new requests get 503, in-flight ones run until the drain timeout.
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	srv, err := relay.New(relayOptions(cfg, log))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	httpSrv := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	background := make(chan struct{})
+	go func() { defer close(background); srv.Run(runCtx) }()
+	served := make(chan error, 1)
+	go func() { served <- httpSrv.Serve(ln) }()
+
+	log.Info("modelrelay-server listening", "addr", ln.Addr().String(), "provider", cfg.Provider,
+		"backends", len(cfg.Backends), "version", version)
+	if cfg.WorkerSecret == "" {
+		log.Info("no worker secret set, so relay workers cannot join; set --worker-secret or WORKER_SECRET to let them")
+	}
+
+	select {
+	case err := <-served:
+		stopRun()
+		<-background
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight requests", "drain_timeout", cfg.DrainTimeout.String())
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	srv.Drain(drainCtx)
+	cancel()
+	srv.Close()
+	stopRun()
+	<-background
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	httpSrv.Shutdown(shutdownCtx)
+	log.Info("shutdown complete")
+	return nil
+}

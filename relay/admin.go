@@ -1,0 +1,135 @@
+package relay
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"modelrelay/protocol"
+)
+
+// adminRoutes mounts /admin/*: bearer admin_token, 403 when unset or wrong.
+func (s *Server) adminRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /admin/workers", s.admin(s.handleAdminWorkers))
+	mux.Handle("GET /admin/stats", s.admin(s.handleAdminStats))
+	mux.Handle("POST /admin/workers/{id}/drain", s.admin(s.handleAdminDrain))
+	mux.Handle("POST /admin/workers/{id}/refresh", s.admin(s.handleAdminRefresh))
+	mux.Handle("GET /admin/circuits", s.admin(s.handleAdminCircuits))
+}
+
+func (s *Server) admin(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if s.opts.AdminToken == "" || !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.opts.AdminToken)) != 1 {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "admin token required"})
+			return
+		}
+		next(w, r)
+	})
+}
+
+type adminWorker struct {
+	WorkerID      string   `json:"worker_id"`
+	Provider      string   `json:"provider"`
+	WorkerName    string   `json:"worker_name"`
+	Models        []string `json:"models"`
+	MaxConcurrent int      `json:"max_concurrent"`
+	ReportedLoad  int      `json:"reported_load"`
+	InFlightCount int      `json:"in_flight_count"`
+	IsDraining    bool     `json:"is_draining"`
+}
+
+func (s *Server) handleAdminWorkers(w http.ResponseWriter, _ *http.Request) {
+	workers := []adminWorker{}
+	for name, p := range *s.pools.Load() {
+		for _, m := range p.view().members {
+			if m.Kind == "worker" {
+				workers = append(workers, adminWorker{WorkerID: m.ID, Provider: name, WorkerName: m.Name,
+					Models: m.Models, MaxConcurrent: m.MaxConcurrent, ReportedLoad: m.ReportedLoad,
+					InFlightCount: m.InFlight, IsDraining: m.Draining})
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workers": workers})
+}
+
+func (s *Server) handleAdminStats(w http.ResponseWriter, _ *http.Request) {
+	depth := map[string]int{}
+	workers, upstreams, inFlight := 0, 0, 0
+	for name, p := range *s.pools.Load() {
+		v := p.view()
+		depth[name] = v.queued
+		for _, m := range v.members {
+			inFlight += m.InFlight
+			if m.Kind == "worker" {
+				workers++
+			} else {
+				upstreams++
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"queue_depth":    depth,
+		"active_workers": workers,
+		"upstreams":      upstreams,
+		"in_flight":      inFlight,
+		"draining":       s.draining.Load(),
+		"uptime_secs":    time.Since(s.started).Seconds(),
+	})
+}
+
+func (s *Server) session(w http.ResponseWriter, r *http.Request) *workerSession {
+	v, ok := s.sessions.Load(r.PathValue("id"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown worker " + r.PathValue("id")})
+		return nil
+	}
+	return v.(*workerSession)
+}
+
+func (s *Server) handleAdminDrain(w http.ResponseWriter, r *http.Request) {
+	ws := s.session(w, r)
+	if ws == nil {
+		return
+	}
+	timeout := s.opts.DrainTimeout
+	var body struct {
+		TimeoutSecs *float64 `json:"timeout_secs"`
+	}
+	if raw, _ := io.ReadAll(io.LimitReader(r.Body, 4096)); len(strings.TrimSpace(string(raw))) > 0 {
+		if err := json.Unmarshal(raw, &body); err != nil || (body.TimeoutSecs != nil && *body.TimeoutSecs < 0) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body must be {\"timeout_secs\": <non-negative number>}"})
+			return
+		}
+	}
+	if body.TimeoutSecs != nil {
+		timeout = time.Duration(*body.TimeoutSecs * float64(time.Second))
+	}
+	ws.drain(timeout, "admin drain")
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "draining", "worker_id": ws.id})
+}
+
+func (s *Server) handleAdminRefresh(w http.ResponseWriter, r *http.Request) {
+	ws := s.session(w, r)
+	if ws == nil {
+		return
+	}
+	reason := "admin"
+	ws.enqueueMessage(protocol.ModelsRefresh{Reason: &reason})
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "refresh requested", "worker_id": ws.id})
+}
+
+// SetCircuitLister provides /admin/circuits (AppProxy mode).
+func (s *Server) SetCircuitLister(list func() any) { s.circuitLister.Store(&list) }
+
+func (s *Server) handleAdminCircuits(w http.ResponseWriter, _ *http.Request) {
+	list := s.circuitLister.Load()
+	if list == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"circuits": []any{}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"circuits": (*list)()})
+}

@@ -1,0 +1,90 @@
+package relay
+
+import (
+	"slices"
+	"time"
+)
+
+// memberKind says which kind of target a pool member is.
+type memberKind uint8
+
+const (
+	kindWorker   memberKind = iota // a relay worker session (WebSocket)
+	kindUpstream                   // an HTTP model server the relay calls directly
+)
+
+// member is a target's dispatch state inside its pool. Every field below target is guarded by
+// the pool's mutex: selection reads them all at once, so they live together.
+type member struct {
+	id     string
+	kind   memberKind
+	seq    uint64 // registration order within the process
+	target target
+
+	models        []string            // advertised, sanitized, registration order
+	modelSet      map[string]struct{} // only for long lists; short ones are scanned
+	star          bool                // serves any model
+	maxConcurrent int                 // 0 = no cap (upstreams only)
+	reported      int                 // worker-reported load; +1 per assignment, -1 per completion
+	inFlight      int
+	draining      bool
+	gone          bool    // removed from its pool; late releases must not dispatch
+	unhealthy     bool    // upstreams: failed probes or consecutive connection failures
+	connFailures  int     // upstreams: consecutive connection failures (passive health)
+	weight        float64 // upstreams: traffic ratio; workers: 1
+	swrrCurrent   float64 // smooth weighted round-robin state
+	lastUsed      time.Time
+}
+
+// modelSetThreshold is where a map beats scanning a short slice of strings.
+const modelSetThreshold = 8
+
+func (m *member) setModels(models []string) {
+	m.models = nil
+	m.star = false
+	for _, name := range models {
+		if name == "*" {
+			m.star = true
+			continue
+		}
+		m.models = append(m.models, name)
+	}
+	m.modelSet = nil
+	if len(m.models) > modelSetThreshold {
+		m.modelSet = make(map[string]struct{}, len(m.models))
+		for _, name := range m.models {
+			m.modelSet[name] = struct{}{}
+		}
+	}
+}
+
+func (m *member) serves(model string) bool {
+	if m.star {
+		return true
+	}
+	if m.modelSet != nil {
+		_, ok := m.modelSet[model]
+		return ok
+	}
+	return slices.Contains(m.models, model)
+}
+
+// load is what selection minimizes: for workers the larger of the reported load and the
+// in-flight count; for upstreams the in-flight count per unit of weight.
+func (m *member) load() float64 {
+	if m.kind == kindUpstream {
+		return float64(m.inFlight) / m.weight
+	}
+	return float64(max(m.reported, m.inFlight))
+}
+
+// available says whether the member may take one more request right now.
+func (m *member) available() bool {
+	if m.draining || m.gone || m.unhealthy {
+		return false
+	}
+	if m.kind == kindUpstream {
+		return m.maxConcurrent == 0 || m.inFlight < m.maxConcurrent
+	}
+	return max(m.reported, m.inFlight) < m.maxConcurrent
+}

@@ -1,0 +1,86 @@
+package relay
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the relay's Prometheus series. Counters and histograms are atomic on the request
+// path; queue depth and in-flight counts are read from the pools only at scrape time.
+type metrics struct {
+	registry         *prometheus.Registry
+	requests         *prometheus.CounterVec
+	duration         *prometheus.HistogramVec
+	ttfb             *prometheus.HistogramVec
+	workersConnected prometheus.Gauge
+	strayFrames      prometheus.Counter
+}
+
+var latencyBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelrelay_requests_total", Help: "Inference requests answered, by route and status.",
+		}, []string{"route", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "modelrelay_request_duration_seconds", Help: "Time from arrival to the end of the answer.", Buckets: latencyBuckets,
+		}, []string{"route"}),
+		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "modelrelay_time_to_first_byte_seconds", Help: "Time from arrival to the first byte of the target's answer.", Buckets: latencyBuckets,
+		}, []string{"route"}),
+		workersConnected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "modelrelay_workers_connected", Help: "Relay worker sessions connected.",
+		}),
+		strayFrames: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "modelrelay_worker_stray_frames_total", Help: "Worker frames for requests the worker does not hold (dropped).",
+		}),
+	}
+	m.registry.MustRegister(m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames,
+		poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(route string, status int, arrival time.Time, ttfb time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route).Observe(time.Since(arrival).Seconds())
+	if ttfb > 0 {
+		m.ttfb.WithLabelValues(route).Observe(ttfb.Seconds())
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// Registry lets other parts of the process (AppProxy mode) add their series to /metrics.
+func (s *Server) Registry() prometheus.Registerer { return s.metrics.registry }
+
+var (
+	queueDepthDesc = prometheus.NewDesc("modelrelay_queue_depth", "Requests waiting, by pool.", []string{"pool"}, nil)
+	inFlightDesc   = prometheus.NewDesc("modelrelay_target_in_flight", "Requests running, by pool and target.", []string{"pool", "target"}, nil)
+)
+
+// poolCollector reads queue depths and in-flight counts when Prometheus scrapes.
+type poolCollector struct{ s *Server }
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueDepthDesc
+	ch <- inFlightDesc
+}
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, p := range *c.s.pools.Load() {
+		view := p.view()
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(view.queued), name)
+		for _, m := range view.members {
+			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(m.InFlight), name, m.ID)
+		}
+	}
+}

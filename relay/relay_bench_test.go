@@ -1,0 +1,131 @@
+package relay_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"modelrelay/relay"
+)
+
+const benchReply = `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}]}`
+
+func fakeModelServer() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(benchReply))
+	}))
+}
+
+// BenchmarkUpstreamOverhead calls the same in-process model server directly and through the
+// relay (static upstream), in one run, and reports the p50 of each: the difference is what the
+// relay adds to a non-streaming request.
+func BenchmarkUpstreamOverhead(b *testing.B) {
+	backend := fakeModelServer()
+	defer backend.Close()
+	srv, err := relay.New(relay.Options{Backends: []relay.Backend{{Name: "b", URL: backend.URL, Models: []string{"m"}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	front := httptest.NewServer(srv.Handler())
+	defer front.Close()
+	defer srv.Close()
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	call := func(b *testing.B, url string) {
+		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	for _, c := range []struct{ name, url string }{
+		{"direct", backend.URL + "/v1/chat/completions"},
+		{"relay", front.URL + "/v1/chat/completions"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				call(b, c.url)
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		})
+	}
+}
+
+// BenchmarkQueuedToNewWorker measures how long a queued request waits once a worker
+// registers: from the register frame leaving the worker to the request frame arriving.
+func BenchmarkQueuedToNewWorker(b *testing.B) {
+	srv, err := relay.New(relay.Options{WorkerSecret: secret, Timings: relay.Timings{KeepKnown: time.Hour, HeartbeatInterval: time.Hour}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	defer srv.Close()
+	t := &testing.T{}
+	// Make the model known so requests queue instead of failing with 404.
+	first := connectWorker(t, ts, registerFrame("seed", []string{"m"}, 1))
+	first.conn.Close()
+	b.ResetTimer()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		done := make(chan struct{})
+		go func() {
+			resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", bytes.NewReader([]byte(`{"model":"m"}`)))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			close(done)
+		}()
+		waitQueued(b, ts)
+		conn := dialRaw(t, ts, "?provider=local", secretHeader())
+		w := &fakeWorker{t: t, conn: conn}
+		b.StartTimer()
+		start := time.Now()
+		w.conn.WriteMessage(1, []byte(registerFrame("w", []string{"m"}, 1)))
+		w.next() // register_ack
+		req := w.nextRequest()
+		total += time.Since(start)
+		b.StopTimer()
+		w.complete(req.RequestID, 200, "{}")
+		<-done
+		conn.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs/dispatch")
+}
+
+func waitQueued(b *testing.B, ts *httptest.Server) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(ts.URL + "/health")
+		if err == nil {
+			var buf bytes.Buffer
+			io.Copy(&buf, resp.Body)
+			resp.Body.Close()
+			if bytes.Contains(buf.Bytes(), []byte(`"queue_depth":1`)) {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.Fatal("request never queued")
+}

@@ -1,0 +1,276 @@
+// Package relay is the ModelRelay core: pools of targets (relay workers that dial in over
+// WebSocket, HTTP upstreams the relay calls), a bounded FIFO queue per pool, the dispatcher,
+// and the OpenAI/Anthropic HTTP API in front of them. It knows nothing of Backend.AI: the
+// AppProxy mode drives it through SetUpstreamPool and RemovePool.
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure a Server. Zero values take the defaults of the relay contract.
+type Options struct {
+	Provider               string // pool of relay workers and static backends ("local")
+	WorkerSecret           string // "" = relay workers cannot join
+	MaxQueueLen            int    // per pool; 0 = unbounded
+	QueueTimeout           time.Duration
+	RequestTimeout         time.Duration // arrival to first byte, queue time included
+	DrainTimeout           time.Duration
+	AdminToken             string
+	MaxBodyBytes           int64
+	MaxModelsPerWorker     int
+	MaxStreamBytes         int64
+	RequireProtocolVersion bool
+	TrustedProxies         []netip.Prefix
+	Backends               []Backend
+	Version                string
+	Logger                 *slog.Logger
+	Timings                Timings
+}
+
+// Backend is a static HTTP upstream from the config file.
+type Backend struct {
+	Name          string
+	URL           string
+	Models        []string // empty = discover from GET /v1/models
+	Weight        float64
+	MaxConcurrent int
+}
+
+// Timings are the protocol's clocks. The defaults are the contract's; tests shorten them.
+type Timings struct {
+	HeartbeatInterval time.Duration // ping every (15 s)
+	HeartbeatTimeout  time.Duration // close a silent worker after (45 s)
+	RegisterTimeout   time.Duration // first frame must arrive within (10 s)
+	CancelGrace       time.Duration // slot freed this long after a cancel at the latest (10 s)
+	AuthWindow        time.Duration // failed-auth window and block length (250 ms)
+	KeepKnown         time.Duration // a model stays known after its last advertiser left (10 min)
+	Discovery         time.Duration // retry period for upstream model discovery (5 s)
+	HealthInterval    time.Duration // upstream TCP probe period (10 s)
+}
+
+func (t *Timings) fill() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&t.HeartbeatInterval, 15*time.Second)
+	def(&t.HeartbeatTimeout, 45*time.Second)
+	def(&t.RegisterTimeout, 10*time.Second)
+	def(&t.CancelGrace, 10*time.Second)
+	def(&t.AuthWindow, 250*time.Millisecond)
+	def(&t.KeepKnown, 10*time.Minute)
+	def(&t.Discovery, 5*time.Second)
+	def(&t.HealthInterval, 10*time.Second)
+}
+
+// Server is the relay. Create it with New, serve Handler, run Run in the background.
+type Server struct {
+	opts    Options
+	timings Timings
+	log     *slog.Logger
+	metrics *metrics
+	started time.Time
+
+	poolsMu sync.Mutex                       // serializes writers; readers load the map
+	pools   atomic.Pointer[map[string]*Pool] // copy-on-write: the request path takes no lock
+
+	sessions    sync.Map // worker id -> *workerSession
+	authLimiter *authLimiter
+	upstreams   *upstreamClient
+	backends    []*upstream
+
+	workerSeq atomic.Uint64
+	memberSeq atomic.Uint64
+	reqSeq    atomic.Uint64
+	inFlight  atomic.Int64 // requests inside the relay (queued or running)
+	draining  atomic.Bool
+	notReady  atomic.Int32 // readiness holds outstanding
+
+	extraMu       sync.Mutex
+	extras        []healthExtra
+	circuitLister atomic.Pointer[func() any]
+
+	hardStop context.Context // cancelled when the drain deadline passes
+	stop     context.CancelCauseFunc
+}
+
+// New builds a server from opts.
+func New(opts Options) (*Server, error) {
+	if opts.Provider == "" {
+		opts.Provider = "local"
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 32 << 20
+	}
+	if opts.MaxModelsPerWorker <= 0 {
+		opts.MaxModelsPerWorker = 256
+	}
+	if opts.MaxStreamBytes <= 0 {
+		opts.MaxStreamBytes = 10 << 30
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	opts.Timings.fill()
+	s := &Server{
+		opts:        opts,
+		timings:     opts.Timings,
+		log:         opts.Logger,
+		started:     time.Now(),
+		authLimiter: newAuthLimiter(opts.Timings.AuthWindow),
+		upstreams:   newUpstreamClient(),
+	}
+	s.hardStop, s.stop = context.WithCancelCause(context.Background())
+	empty := map[string]*Pool{}
+	s.pools.Store(&empty)
+	s.metrics = newMetrics(s)
+	pool := s.relayPool(opts.Provider)
+	for i, b := range opts.Backends {
+		u, err := newUpstream(s, b, true)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 && b.Name == "" {
+			u.m.id = "backend-1"
+		}
+		u.pool = pool
+		s.backends = append(s.backends, u)
+		pool.add(u.m)
+	}
+	return s, nil
+}
+
+// pool returns the named pool, or nil.
+func (s *Server) pool(name string) *Pool {
+	return (*s.pools.Load())[name]
+}
+
+// relayPool returns the pool of a relay provider, creating it on first use: relay pools queue
+// even while empty, because their workers dial in.
+func (s *Server) relayPool(name string) *Pool {
+	if p := s.pool(name); p != nil {
+		return p
+	}
+	s.poolsMu.Lock()
+	defer s.poolsMu.Unlock()
+	if p := s.pool(name); p != nil {
+		return p
+	}
+	p := newPool(name, s.opts.MaxQueueLen, false, s.timings.KeepKnown)
+	s.storePoolLocked(name, p)
+	return p
+}
+
+func (s *Server) storePoolLocked(name string, p *Pool) {
+	old := *s.pools.Load()
+	next := make(map[string]*Pool, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	if p == nil {
+		delete(next, name)
+	} else {
+		next[name] = p
+	}
+	s.pools.Store(&next)
+}
+
+// HoldReady keeps /readyz at 503 until the returned func is called (AppProxy mode holds it
+// until the first circuit pull is applied).
+func (s *Server) HoldReady() (release func()) {
+	s.notReady.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { s.notReady.Add(-1) }) }
+}
+
+// Run runs the background loops (upstream health probes, static backend model discovery)
+// until ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.healthLoop(ctx) }()
+	for _, u := range s.backends {
+		if len(u.configured) == 0 {
+			wg.Add(1)
+			go func() { defer wg.Done(); u.discoverLoop(ctx) }()
+		}
+	}
+	wg.Wait()
+}
+
+// Drain is the SIGTERM path: new inference requests get 503, queued ones fail, every worker is
+// asked to finish what it holds, and Drain waits for in-flight requests until ctx ends. Then it
+// fails what is still running with 503.
+func (s *Server) Drain(ctx context.Context) {
+	s.draining.Store(true)
+	for _, p := range *s.pools.Load() {
+		p.failQueued(errShuttingDown, false)
+	}
+	s.sessions.Range(func(_, v any) bool {
+		v.(*workerSession).drain(s.opts.DrainTimeout, reasonServerShutdown)
+		return true
+	})
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for s.inFlight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			s.log.Warn("drain deadline passed; failing in-flight requests", "in_flight", s.inFlight.Load())
+			s.stop(errShuttingDown)
+			grace := time.NewTimer(time.Second)
+			defer grace.Stop()
+			for s.inFlight.Load() > 0 {
+				select {
+				case <-grace.C:
+					return
+				case <-tick.C:
+				}
+			}
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Close ends every request and worker session at once.
+func (s *Server) Close() {
+	s.stop(errShuttingDown)
+	s.sessions.Range(func(_, v any) bool {
+		v.(*workerSession).closeWith(1000, reasonServerShutdown)
+		return true
+	})
+	s.upstreams.close()
+}
+
+// Handler serves the relay's own surface.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"} {
+		mux.Handle("POST "+path, s.inference(OpenAI))
+	}
+	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+		mux.Handle("POST "+path, s.inference(Anthropic))
+	}
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /v1/worker/connect", s.handleConnect)
+	mux.HandleFunc("GET /health", s.handleHealth)
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, 200, map[string]string{"api_version": "v2"})
+	})
+	mux.Handle("GET /metrics", s.metrics.handler())
+	s.adminRoutes(mux)
+	return mux
+}

@@ -1,0 +1,266 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	connectTimeout   = 10 * time.Second
+	discoveryTimeout = 2 * time.Second
+	probeTimeout     = time.Second
+	failuresToEject  = 3 // consecutive connection failures that mark an upstream unhealthy
+)
+
+// upstreamClient is the one HTTP client every upstream shares, so connections are pooled per
+// host and reused across requests.
+type upstreamClient struct {
+	transport *http.Transport
+	client    *http.Client
+}
+
+func newUpstreamClient() *upstreamClient {
+	t := &http.Transport{
+		Proxy:               nil, // a relay must not detour through the environment's proxy
+		DialContext:         (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		// Bodies pass through as the upstream encoded them; the client asked for that encoding.
+		DisableCompression: true,
+		WriteBufferSize:    32 << 10,
+		ReadBufferSize:     32 << 10,
+	}
+	return &upstreamClient{transport: t, client: &http.Client{
+		Transport: t,
+		// Redirects are the client's business, not ours.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+func (c *upstreamClient) close() { c.transport.CloseIdleConnections() }
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// upstream is an HTTP model server the relay calls directly: a static backend or a circuit
+// replica.
+type upstream struct {
+	srv        *Server
+	m          *member
+	pool       *Pool
+	base       *url.URL
+	configured []string // models from the config; empty = discover
+	clientHost bool     // send the client's Host (circuit replicas), not the upstream's own
+	failures   atomic.Int32
+}
+
+func newUpstream(s *Server, b Backend, static bool) (*upstream, error) {
+	base, err := url.Parse(strings.TrimRight(b.URL, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("backend %q: url %q is not an http(s) URL", b.Name, b.URL)
+	}
+	weight := b.Weight
+	if weight <= 0 {
+		weight = 1
+	}
+	id := b.Name
+	if id == "" {
+		id = base.Host
+	}
+	u := &upstream{srv: s, base: base, configured: b.Models, clientHost: !static}
+	u.m = &member{id: id, kind: kindUpstream, seq: s.memberSeq.Add(1), target: u,
+		maxConcurrent: b.MaxConcurrent, weight: weight}
+	u.m.setModels(b.Models)
+	return u, nil
+}
+
+func (u *upstream) drained() {}
+
+// serve makes the HTTP call on the request's goroutine and streams the answer as it arrives.
+func (u *upstream) serve(ctx context.Context, req *Request, out *responder, release func()) error {
+	defer release()
+	target := *u.base
+	path, query, _ := strings.Cut(req.Path, "?")
+	target.Path = u.base.Path + path
+	target.RawQuery = query
+	method := req.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}
+	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), method, target.String(), bytes.NewReader(req.Body))
+	if err != nil {
+		return errUpstream("build request")
+	}
+	hreq.Header = req.Header
+	hreq.ContentLength = int64(len(req.Body))
+	if u.clientHost {
+		hreq.Host = req.Host
+	}
+	resp, err := u.srv.upstreams.client.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if !wrote.Load() {
+			// The backend never saw the request: another target may serve it.
+			u.connectionFailed()
+			return errTargetLost
+		}
+		return errUpstream(describe(err))
+	}
+	defer resp.Body.Close()
+	u.failures.Store(0)
+	h := filterHeader(resp.Header)
+	streaming := req.Streaming || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	if resp.ContentLength >= 0 && !streaming {
+		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	if err := out.writeHead(resp.StatusCode, h); err != nil {
+		return err
+	}
+	return u.copyBody(ctx, resp.Body, out, streaming)
+}
+
+// copyBody relays the body read by read; streams flush after every read so each event
+// reaches the client before the next is produced.
+func (u *upstream) copyBody(ctx context.Context, body io.Reader, out *responder, streaming bool) error {
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if werr := out.writeChunk(buf[:n], streaming); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if !streaming {
+				// A torn plain body must not look complete to the client.
+				panic(http.ErrAbortHandler)
+			}
+			return errUpstream(describe(err))
+		}
+	}
+}
+
+// connectionFailed counts a failed connection; enough in a row take the upstream out of
+// rotation until a probe succeeds.
+func (u *upstream) connectionFailed() {
+	if u.failures.Add(1) >= failuresToEject && u.pool != nil {
+		u.pool.update(u.m, func(m *member) { m.unhealthy = true })
+	}
+}
+
+func describe(err error) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "upstream timed out"
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return "upstream closed the connection"
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return "upstream connection " + oe.Op + " failed"
+	}
+	return "upstream request failed"
+}
+
+// discoverLoop fills in the models of an upstream configured without any, retrying until the
+// upstream answers and refreshing now and then after.
+func (u *upstream) discoverLoop(ctx context.Context) {
+	wait := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		models, err := discoverModels(ctx, u.srv.upstreams.client, u.base)
+		if err != nil {
+			u.srv.log.Debug("model discovery failed", "upstream", u.m.id, "err", err)
+			wait = u.srv.timings.Discovery
+			continue
+		}
+		if u.pool != nil {
+			u.pool.setModels(u.m, models, -1)
+		}
+		wait = 12 * u.srv.timings.Discovery
+	}
+}
+
+// discoverModels asks an OpenAI-compatible server for its model ids.
+func discoverModels(ctx context.Context, client *http.Client, base *url.URL) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+"/v1/models", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET /v1/models: %s", describe(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /v1/models: status %d", resp.StatusCode)
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
+		return nil, fmt.Errorf("GET /v1/models: %w", err)
+	}
+	var ids []string
+	for _, d := range list.Data {
+		if d.ID != "" {
+			ids = append(ids, d.ID)
+		}
+	}
+	models, _ := sanitizeModels(ids, 0)
+	return models, nil
+}
+
+// probe dials the upstream: the active half of its health.
+func (u *upstream) probe(ctx context.Context) bool {
+	host := u.base.Host
+	if u.base.Port() == "" {
+		port := "80"
+		if u.base.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(u.base.Hostname(), port)
+	}
+	d := net.Dialer{Timeout: probeTimeout}
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}

@@ -1,0 +1,441 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"modelrelay/protocol"
+)
+
+// Close reasons the relay protocol defines.
+const (
+	reasonAuthFailed      = "worker authentication failed"
+	reasonRateLimited     = "worker authentication temporarily rate limited"
+	reasonProtocolError   = "worker registration protocol error"
+	reasonHeartbeat       = "worker heartbeat timed out"
+	reasonDrainComplete   = "graceful shutdown complete"
+	reasonDrainTimedOut   = "graceful shutdown timed out"
+	reasonServerShutdown  = "server shutting down"
+	closeHandshakeTimeout = time.Second
+	writeTimeout          = 10 * time.Second
+	sendBuffer            = 256
+	eventBuffer           = 64
+)
+
+// workerSession is one relay worker connected over WebSocket: a target in its pool. The
+// connection's reader runs on the HTTP handler's goroutine; one writer goroutine owns every
+// write, because gorilla/websocket allows only one concurrent writer.
+type workerSession struct {
+	srv    *Server
+	conn   *websocket.Conn
+	pool   *Pool
+	m      *member
+	id     string
+	name   string
+	log    *slog.Logger
+	send   chan []byte
+	done   chan struct{} // closed once the session starts closing
+	wrote  chan struct{} // closed when the writer has exited
+	closer sync.Once
+	code   int
+	reason string
+
+	mu        sync.Mutex
+	pending   map[string]*pendingReq
+	closed    bool
+	drainTime *time.Timer
+}
+
+// pendingReq is a request this worker holds, from dispatch until its slot is freed.
+type pendingReq struct {
+	id        string
+	events    chan workerEvent
+	abandoned chan struct{} // the request goroutine stopped listening (cancel)
+	lost      chan struct{} // the session ended or drained out; lostErr says how
+	lostErr   error
+	cancelled bool // guarded by session.mu
+	release   func()
+	grace     *time.Timer
+}
+
+type workerEvent struct {
+	chunk    string
+	complete *protocol.ResponseComplete
+	err      error // an error frame for this request
+}
+
+// enqueue hands a frame to the writer; false means the session is closing.
+func (ws *workerSession) enqueue(frame []byte) bool {
+	select {
+	case ws.send <- frame:
+		return true
+	case <-ws.done:
+		return false
+	}
+}
+
+func (ws *workerSession) enqueueMessage(m protocol.Message) bool {
+	frame, err := protocol.Marshal(m)
+	if err != nil {
+		ws.log.Error("encode frame", "type", m.MessageType(), "err", err)
+		return false
+	}
+	return ws.enqueue(frame)
+}
+
+// closeWith starts closing the session with a close frame; the first reason wins.
+func (ws *workerSession) closeWith(code int, reason string) {
+	ws.closer.Do(func() {
+		ws.code, ws.reason = code, reason
+		close(ws.done)
+		// Keep reading until the peer answers the close frame, but not for long.
+		ws.conn.SetReadDeadline(time.Now().Add(closeHandshakeTimeout))
+	})
+}
+
+func (ws *workerSession) writeLoop() {
+	defer close(ws.wrote)
+	ping := time.NewTicker(ws.srv.timings.HeartbeatInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case frame := <-ws.send:
+			ws.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if err := ws.conn.WriteMessage(websocket.TextMessage, frame); err != nil {
+				ws.closeWith(websocket.CloseAbnormalClosure, "")
+				ws.conn.Close()
+				return
+			}
+		case <-ping.C:
+			// Unconditional: a worker busy streaming to us must still hear from us, or its own
+			// silence timer fires.
+			ts := uint64(time.Now().UnixMilli())
+			frame, _ := protocol.Marshal(protocol.Ping{TimestampUnixMs: &ts})
+			ws.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if err := ws.conn.WriteMessage(websocket.TextMessage, frame); err != nil {
+				ws.closeWith(websocket.CloseAbnormalClosure, "")
+				ws.conn.Close()
+				return
+			}
+		case <-ws.done:
+			if ws.code != websocket.CloseAbnormalClosure {
+				msg := websocket.FormatCloseMessage(ws.code, ws.reason)
+				ws.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeHandshakeTimeout))
+			}
+			return
+		}
+	}
+}
+
+// readLoop processes frames until the connection ends, then tears the session down.
+func (ws *workerSession) readLoop() {
+	defer ws.teardown()
+	timeout := ws.srv.timings.HeartbeatTimeout
+	touch := func(string) error { ws.conn.SetReadDeadline(time.Now().Add(timeout)); return nil }
+	ws.conn.SetPingHandler(func(data string) error {
+		touch(data)
+		ws.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeTimeout))
+		return nil
+	})
+	ws.conn.SetPongHandler(touch)
+	touch("")
+	for {
+		kind, data, err := ws.conn.ReadMessage()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				ws.closeWith(websocket.CloseNormalClosure, reasonHeartbeat)
+			} else {
+				ws.closeWith(websocket.CloseAbnormalClosure, "")
+			}
+			return
+		}
+		if ws.closing() {
+			continue // draining the peer's last frames until its close arrives
+		}
+		touch("")
+		if kind != websocket.TextMessage {
+			ws.protocolError("binary frame")
+			continue
+		}
+		msg, err := protocol.DecodeWorkerMessage(data)
+		if err != nil {
+			ws.protocolError(err.Error())
+			continue
+		}
+		ws.handle(msg)
+	}
+}
+
+func (ws *workerSession) closing() bool {
+	select {
+	case <-ws.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (ws *workerSession) protocolError(detail string) {
+	ws.log.Warn("closing worker: protocol error", "detail", detail)
+	ws.closeWith(websocket.CloseProtocolError, reasonProtocolError)
+}
+
+func (ws *workerSession) handle(msg protocol.Message) {
+	switch m := msg.(type) {
+	case protocol.ResponseChunk:
+		ws.deliver(m.RequestID, workerEvent{chunk: m.Chunk}, false)
+	case protocol.ResponseComplete:
+		ws.deliver(m.RequestID, workerEvent{complete: &m}, true)
+	case protocol.Error:
+		if m.RequestID == nil {
+			ws.log.Warn("worker reported an error", "code", m.Code, "message", m.Message)
+			return
+		}
+		ws.deliver(*m.RequestID, workerEvent{err: errUpstream(m.Message)}, true)
+	case protocol.Pong:
+		ws.pool.update(ws.m, func(mem *member) { mem.reported = int(m.CurrentLoad) })
+	case protocol.ModelsUpdate:
+		models, _ := sanitizeModels(m.Models, ws.srv.opts.MaxModelsPerWorker)
+		ws.pool.setModels(ws.m, models, int(m.CurrentLoad))
+	case protocol.Register:
+		ws.protocolError("second register")
+	default:
+		ws.protocolError("unexpected " + msg.MessageType())
+	}
+}
+
+// deliver routes a frame to the request it belongs to. Frames for requests this worker does not
+// hold (late chunks after a cancel, unknown ids) are dropped and counted: a stray frame is no
+// reason to kill a session that serves other requests.
+func (ws *workerSession) deliver(id string, ev workerEvent, final bool) {
+	ws.mu.Lock()
+	p := ws.pending[id]
+	cancelled := p != nil && p.cancelled
+	ws.mu.Unlock()
+	if p == nil || cancelled {
+		if cancelled && final {
+			ws.finish(p)
+		}
+		ws.srv.metrics.strayFrames.Inc()
+		return
+	}
+	if final {
+		ws.finish(p) // the slot is free the moment the worker says so
+	}
+	select {
+	case p.events <- ev:
+	case <-p.abandoned:
+	}
+}
+
+// finish forgets p and frees its slot; it runs at most once per request.
+func (ws *workerSession) finish(p *pendingReq) {
+	ws.mu.Lock()
+	_, held := ws.pending[p.id]
+	delete(ws.pending, p.id)
+	ws.mu.Unlock()
+	if !held {
+		return
+	}
+	if p.grace != nil {
+		p.grace.Stop()
+	}
+	p.release()
+}
+
+// cancel tells the worker to stop req; its slot is freed by the worker's response_complete or,
+// if that never comes, after the grace period, so a silent worker cannot leak capacity.
+func (ws *workerSession) cancel(p *pendingReq, reason protocol.CancelReason) {
+	ws.mu.Lock()
+	if _, held := ws.pending[p.id]; !held || p.cancelled {
+		ws.mu.Unlock()
+		return
+	}
+	p.cancelled = true
+	close(p.abandoned)
+	p.grace = time.AfterFunc(ws.srv.timings.CancelGrace, func() { ws.finish(p) })
+	ws.mu.Unlock()
+	ws.enqueueMessage(protocol.Cancel{RequestID: p.id, Reason: reason})
+}
+
+// serve sends req to the worker and relays its answer.
+func (ws *workerSession) serve(ctx context.Context, req *Request, out *responder, release func()) error {
+	p := &pendingReq{
+		id:        req.ID,
+		events:    make(chan workerEvent, eventBuffer),
+		abandoned: make(chan struct{}),
+		lost:      make(chan struct{}),
+		release:   release,
+	}
+	ws.mu.Lock()
+	if ws.closed {
+		ws.mu.Unlock()
+		release()
+		return errTargetLost
+	}
+	ws.pending[p.id] = p
+	ws.mu.Unlock()
+	if ctx.Err() != nil {
+		ws.finish(p)
+		return context.Cause(ctx)
+	}
+	ws.enqueueMessage(protocol.Request{
+		RequestID:    req.ID,
+		Model:        req.Model,
+		EndpointPath: req.Path,
+		IsStreaming:  req.Streaming,
+		Body:         string(req.Body),
+		Headers:      wireHeaders(req.Header),
+	})
+	for {
+		select {
+		case ev := <-p.events:
+			if done, err := ws.relay(ev, out); done || err != nil {
+				return ws.afterRelay(p, err)
+			}
+		case <-p.lost:
+			for {
+				select {
+				case ev := <-p.events:
+					if done, err := ws.relay(ev, out); done || err != nil {
+						return ws.afterRelay(p, err)
+					}
+				default:
+					return p.lostErr
+				}
+			}
+		case <-ctx.Done():
+			cause := context.Cause(ctx)
+			ws.cancel(p, cancelReason(cause))
+			return cause
+		}
+	}
+}
+
+func (ws *workerSession) afterRelay(p *pendingReq, err error) error {
+	switch {
+	case errors.Is(err, errClientGone):
+		ws.cancel(p, protocol.CancelClientDisconnect)
+	case errors.Is(err, errStreamTooLarge):
+		ws.cancel(p, protocol.CancelReason("stream exceeded size limit"))
+	case errors.Is(err, errRequestTimeout):
+		ws.cancel(p, protocol.CancelTimeout)
+	}
+	return err
+}
+
+// relay writes one event to the client; done means the request is answered.
+func (ws *workerSession) relay(ev workerEvent, out *responder) (done bool, err error) {
+	switch {
+	case ev.err != nil:
+		return true, ev.err
+	case ev.complete != nil:
+		return true, writeComplete(out, ev.complete)
+	default:
+		if err := out.startEventStream(); err != nil {
+			return false, err
+		}
+		return false, out.writeChunk([]byte(ev.chunk), true)
+	}
+}
+
+// writeComplete answers with a response_complete: the whole response when nothing was
+// streamed, else the stream's last segment.
+func writeComplete(out *responder, c *protocol.ResponseComplete) error {
+	var body []byte
+	if c.Body != nil {
+		body = []byte(*c.Body)
+	}
+	if !out.started {
+		h := make(map[string][]string)
+		copyWireHeaders(h, c.Headers)
+		if err := out.writeHead(int(c.StatusCode), h); err != nil {
+			return err
+		}
+		if len(body) == 0 {
+			return nil
+		}
+		return out.writeChunk(body, false)
+	}
+	if len(body) == 0 {
+		return nil
+	}
+	return out.writeChunk(body, true)
+}
+
+func cancelReason(cause error) protocol.CancelReason {
+	switch {
+	case errors.Is(cause, errRequestTimeout):
+		return protocol.CancelTimeout
+	case errors.Is(cause, errShuttingDown):
+		return protocol.CancelServerShutdown
+	}
+	return protocol.CancelClientDisconnect
+}
+
+// drain asks the worker to finish what it holds and take nothing new.
+func (ws *workerSession) drain(timeout time.Duration, reason string) {
+	secs := uint64(math.Max(1, math.Ceil(timeout.Seconds())))
+	ws.enqueueMessage(protocol.GracefulShutdown{Reason: &reason, DrainTimeoutSecs: &secs})
+	ws.mu.Lock()
+	if ws.drainTime == nil && !ws.closed {
+		ws.drainTime = time.AfterFunc(timeout, func() {
+			ws.failPending(errShuttingDown)
+			ws.closeWith(websocket.CloseNormalClosure, reasonDrainTimedOut)
+		})
+	}
+	ws.mu.Unlock()
+	ws.pool.update(ws.m, func(m *member) { m.draining = true })
+}
+
+func (ws *workerSession) drained() {
+	ws.closeWith(websocket.CloseNormalClosure, reasonDrainComplete)
+}
+
+// failPending ends every request the worker holds with err.
+func (ws *workerSession) failPending(err error) {
+	ws.mu.Lock()
+	held := make([]*pendingReq, 0, len(ws.pending))
+	for _, p := range ws.pending {
+		held = append(held, p)
+	}
+	ws.mu.Unlock()
+	for _, p := range held {
+		ws.mu.Lock()
+		select {
+		case <-p.lost:
+		default:
+			p.lostErr = err
+			close(p.lost)
+		}
+		ws.mu.Unlock()
+		ws.finish(p)
+	}
+}
+
+// teardown runs when the reader stops: the writer sends the close frame, the connection
+// closes, the member leaves its pool and every request it held is lost (and requeued by its
+// own goroutine when no byte reached the client yet).
+func (ws *workerSession) teardown() {
+	<-ws.wrote
+	ws.conn.Close()
+	ws.pool.drop(ws.m)
+	ws.mu.Lock()
+	ws.closed = true
+	if ws.drainTime != nil {
+		ws.drainTime.Stop()
+	}
+	ws.mu.Unlock()
+	ws.failPending(errTargetLost)
+	ws.srv.sessions.Delete(ws.id)
+	ws.srv.metrics.workersConnected.Dec()
+	ws.log.Info("worker disconnected", "close_code", ws.code, "reason", ws.reason)
+}
