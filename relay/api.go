@@ -13,13 +13,20 @@ import (
 // inference serves one OpenAI or Anthropic route on the relay's default pool.
 func (s *Server) inference(d Dialect) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.ServeInference(w, r, s.opts.Provider, d)
+		s.ServeInference(w, r, d, s.opts.Provider)
 	})
 }
 
-// ServeInference answers an inference call from the named pool. AppProxy mode calls it with a
-// circuit's pool; the body's model is then only a label.
-func (s *Server) ServeInference(w http.ResponseWriter, r *http.Request, poolName string, d Dialect) {
+// ServeInference answers an inference call from one of the named pools: the one with a free
+// target for the body's model, else the first (rotating, so load spreads). AppProxy mode passes
+// a circuit's pool, where the body's model is only a label.
+func (s *Server) ServeInference(w http.ResponseWriter, r *http.Request, d Dialect, pools ...string) {
+	s.ServeInferenceFor(w, r, d, func(string) ([]string, http.Handler) { return pools, nil })
+}
+
+// ServeInferenceFor is ServeInference for routes that pick pools by the body's model: choose
+// names the candidate pools for model, or answers the request itself with deny.
+func (s *Server) ServeInferenceFor(w http.ResponseWriter, r *http.Request, d Dialect, choose func(model string) (pools []string, deny http.Handler)) {
 	arrival := time.Now()
 	route := r.URL.Path
 	if s.draining.Load() {
@@ -31,21 +38,17 @@ func (s *Server) ServeInference(w http.ResponseWriter, r *http.Request, poolName
 	if err == nil {
 		var f inferenceFields
 		if f, err = parseInference(body); err == nil {
-			req := &Request{
-				ID:        "req-" + strconv.FormatUint(s.reqSeq.Add(1), 10),
-				Model:     f.Model,
-				Path:      r.URL.RequestURI(),
-				Streaming: f.Stream,
-				Body:      body,
-				Header:    filterHeader(r.Header),
-				Dialect:   d,
-				Method:    r.Method,
-				Host:      r.Host,
-				arrival:   arrival,
-				handoff:   make(chan handoff, 1),
+			pools, deny := choose(f.Model)
+			if deny != nil {
+				rec := statusRecorder{ResponseWriter: w}
+				deny.ServeHTTP(&rec, r)
+				s.metrics.observe(route, rec.status, arrival, 0)
+				return
 			}
+			req := s.newRequest(r, d, arrival)
+			req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
 			out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
-			s.run(r.Context(), req, s.pool(poolName), out)
+			s.run(r.Context(), req, s.choosePool(pools, f.Model), out)
 			s.metrics.observe(route, out.status, arrival, out.ttfb)
 			return
 		}
@@ -55,6 +58,64 @@ func (s *Server) ServeInference(w http.ResponseWriter, r *http.Request, poolName
 		writeError(w, d, re)
 		s.metrics.observe(route, re.status, arrival, 0)
 	}
+}
+
+// Provider is the pool of relay workers and static backends.
+func (s *Server) Provider() string { return s.opts.Provider }
+
+// ServePassThrough forwards any request (any method and path, body streamed) to a target of
+// the named upstream pool, answering it unchanged: a circuit's URL must behave like the model
+// service itself.
+func (s *Server) ServePassThrough(w http.ResponseWriter, r *http.Request, pool string) {
+	arrival := time.Now()
+	if s.draining.Load() {
+		writeError(w, OpenAI, errShuttingDown)
+		return
+	}
+	req := s.newRequest(r, OpenAI, arrival)
+	req.Streaming = true // unknown content: relay each read as it comes
+	req.stream = r.Body
+	out := newResponder(w, OpenAI, 0, arrival)
+	s.run(r.Context(), req, s.pool(pool), out)
+}
+
+func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Request {
+	return &Request{
+		ID:      "req-" + strconv.FormatUint(s.reqSeq.Add(1), 10),
+		Path:    r.URL.RequestURI(),
+		Header:  filterHeader(r.Header),
+		Dialect: d,
+		Method:  r.Method,
+		Host:    r.Host,
+		arrival: arrival,
+		handoff: make(chan handoff, 1),
+	}
+}
+
+// choosePool picks among candidate pools for model: the first, in rotating order, with a free
+// target; else the first in that order (the request queues there).
+func (s *Server) choosePool(names []string, model string) *Pool {
+	if len(names) == 0 {
+		return nil
+	}
+	if len(names) == 1 {
+		return s.pool(names[0])
+	}
+	start := int(s.reqSeq.Load())
+	var fallback *Pool
+	for i := range names {
+		p := s.pool(names[(start+i)%len(names)])
+		if p == nil {
+			continue
+		}
+		if fallback == nil {
+			fallback = p
+		}
+		if p.hasFree(model) {
+			return p
+		}
+	}
+	return fallback
 }
 
 // run takes req through its pool until it is answered: acquire a target, serve, and on loss of
@@ -85,7 +146,10 @@ func (s *Server) run(clientCtx context.Context, req *Request, pool *Pool, out *r
 	for {
 		m, err := pool.acquire(ctx, req, req.requeues > 0, queueDeadline)
 		if err != nil {
-			out.fail(s.answerFor(ctx, err))
+			if errors.Is(err, errNoReplica) && req.requeues > 0 {
+				err = errAllRefused // every replica we tried refused, and none is left
+			}
+			pool.fail(out, s.answerFor(ctx, err))
 			return
 		}
 		var once sync.Once
@@ -97,7 +161,7 @@ func (s *Server) run(clientCtx context.Context, req *Request, pool *Pool, out *r
 		if errors.Is(err, errTargetLost) && !out.started {
 			req.requeues++
 			if req.requeues > maxRequeues {
-				out.fail(errRequeueLimit)
+				pool.fail(out, errRequeueLimit)
 				return
 			}
 			s.log.Debug("target lost before first byte; requeueing", "request_id", req.ID, "target", m.id, "requeues", req.requeues)
@@ -106,7 +170,7 @@ func (s *Server) run(clientCtx context.Context, req *Request, pool *Pool, out *r
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) {
 			s.log.Warn("request failed", "request_id", req.ID, "pool", pool.name, "target", m.id, "err", err)
 		}
-		out.fail(s.answerFor(ctx, err))
+		pool.fail(out, s.answerFor(ctx, err))
 		return
 	}
 }
@@ -129,10 +193,11 @@ type modelEntry struct {
 
 // handleModels lists the default pool's models in registration order, without "*".
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeModels(w, s.Models(s.opts.Provider))
+	WriteModels(w, s.Models(s.opts.Provider))
 }
 
-func writeModels(w http.ResponseWriter, models []string) {
+// WriteModels answers an OpenAI model list.
+func WriteModels(w http.ResponseWriter, models []string) {
 	data := make([]modelEntry, 0, len(models))
 	for _, id := range models {
 		data = append(data, modelEntry{ID: id, Object: "model", OwnedBy: "worker-proxy"})

@@ -3,6 +3,8 @@ package relay
 import (
 	"container/list"
 	"context"
+	"errors"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -23,8 +25,10 @@ type Pool struct {
 	queue      requestQueue
 	cursor     map[string]uint64    // per model: seq of the member chosen last
 	knownUntil map[string]time.Time // models whose last advertiser left recently
-	models     []string             // names an upstream pool answers to (SetUpstreamPool)
-	removed    bool
+	// Optional answers of the control plane's own for the two failures it defines.
+	onUnavailable http.Handler // no usable upstream
+	onRefused     http.Handler // every upstream tried refused the connection
+	removed       bool
 }
 
 func newPool(name string, maxQueue int, failFast bool, keepKnown time.Duration) *Pool {
@@ -157,6 +161,34 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 	req.state = stateQueued
 	p.queue.push(req, requeue)
 	return nil, true, nil
+}
+
+// hasFree reports whether a target could take a request for model right now.
+func (p *Pool) hasFree(model string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, _ := p.pickLocked(model)
+	return m != nil && !p.removed
+}
+
+// fail answers a request the pool could not serve, in the pool's own words where it has them.
+func (p *Pool) fail(out *responder, err error) {
+	var h http.Handler
+	switch {
+	case out.started:
+	case errors.Is(err, errNoReplica):
+		h = p.onUnavailable
+	case errors.Is(err, errAllRefused), errors.Is(err, errRequeueLimit) && p.onRefused != nil:
+		h = p.onRefused
+	}
+	if h == nil {
+		out.fail(err)
+		return
+	}
+	out.started = true
+	rec := statusRecorder{ResponseWriter: out.w}
+	h.ServeHTTP(&rec, nil)
+	out.status = rec.status
 }
 
 // withdraw takes a queued request out of the queue. It reports false when the pool already

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -22,8 +23,9 @@ type PoolSpec struct {
 	// ClientHost sends the client's Host header upstream instead of the upstream's own
 	// (model servers behind Backend.AI see the circuit's host, as with the stock worker).
 	ClientHost bool
-	// Models are the names this pool answers to on routes that pick a pool by model.
-	Models []string
+	// Unavailable answers when the pool has no usable upstream; Refused when every upstream
+	// tried refused the connection. Nil means the relay's own JSON errors (503 and 502).
+	Unavailable, Refused http.Handler
 }
 
 // SetUpstreamPool makes the named pool match spec, changing only what differs: upstreams that
@@ -43,7 +45,7 @@ func (s *Server) SetUpstreamPool(name string, spec PoolSpec) error {
 		want[u.ID] = u
 	}
 	p.mu.Lock()
-	p.models = append(p.models[:0], spec.Models...)
+	p.onUnavailable, p.onRefused = spec.Unavailable, spec.Refused
 	var stale []*member
 	have := make(map[string]bool, len(p.members))
 	for _, m := range p.members {
@@ -102,23 +104,6 @@ func (s *Server) RemovePool(name string) {
 	if p != nil {
 		p.failQueued(errPoolRemoved, true)
 	}
-}
-
-// PoolsServing returns the names of the pools whose Models include model, for routes that pick
-// a pool by the body's model.
-func (s *Server) PoolsServing(model string) []string {
-	var names []string
-	for name, p := range *s.pools.Load() {
-		p.mu.Lock()
-		for _, m := range p.models {
-			if m == model {
-				names = append(names, name)
-				break
-			}
-		}
-		p.mu.Unlock()
-	}
-	return names
 }
 
 // healthLoop probes every upstream each interval: an unhealthy one comes back the moment a

@@ -3,6 +3,7 @@ package relay
 import (
 	"container/list"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 )
@@ -28,7 +29,8 @@ type Request struct {
 	Header    http.Header // end-to-end request headers, already filtered
 	Dialect   Dialect
 	Method    string
-	Host      string // the client's Host header (circuit replicas see it)
+	Host      string    // the client's Host header (circuit replicas see it)
+	stream    io.Reader // pass-through: the client's body, streamed instead of Body
 
 	arrival   time.Time
 	requeues  int
@@ -64,6 +66,7 @@ var (
 	errShuttingDown    = &relayError{http.StatusServiceUnavailable, "server is shutting down", ""}
 	errPoolRemoved     = &relayError{http.StatusServiceUnavailable, "pool removed", ""}
 	errNoReplica       = &relayError{http.StatusServiceUnavailable, "no healthy upstream available", ""}
+	errAllRefused      = &relayError{http.StatusBadGateway, "upstream error: every upstream refused the connection", ""}
 	errClientCancelled = errors.New("client cancelled the request")
 )
 

@@ -65,6 +65,9 @@ func (o *responder) writeHead(status int, h http.Header) error {
 	for name, values := range h {
 		dst[name] = values
 	}
+	if _, ok := dst["Content-Type"]; !ok {
+		dst["Content-Type"] = nil // no sniffing: the client gets what the target sent
+	}
 	o.status = status
 	o.w.WriteHeader(status)
 	return nil
@@ -131,4 +134,15 @@ func (o *responder) fail(err error) {
 	o.started = true
 	o.status = re.status
 	writeError(o.w, o.dialect, re)
+}
+
+// statusRecorder remembers the status a handler wrote, for metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
 }

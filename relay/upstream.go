@@ -87,6 +87,11 @@ func newUpstream(s *Server, b Backend, static bool) (*upstream, error) {
 	return u, nil
 }
 
+// serveWorker rejects a relay-protocol request on an upstream that cannot take it.
+func (u *upstream) String() string {
+	return u.m.id
+}
+
 func (u *upstream) drained() {}
 
 // serve makes the HTTP call on the request's goroutine and streams the answer as it arrives.
@@ -102,12 +107,17 @@ func (u *upstream) serve(ctx context.Context, req *Request, out *responder, rele
 	}
 	var wrote atomic.Bool
 	trace := &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}
-	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), method, target.String(), bytes.NewReader(req.Body))
+	var body io.Reader = bytes.NewReader(req.Body)
+	length := int64(len(req.Body))
+	if req.stream != nil {
+		body, length = req.stream, -1
+	}
+	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), method, target.String(), body)
 	if err != nil {
 		return errUpstream("build request")
 	}
 	hreq.Header = req.Header
-	hreq.ContentLength = int64(len(req.Body))
+	hreq.ContentLength = length
 	if u.clientHost {
 		hreq.Host = req.Host
 	}
@@ -263,4 +273,13 @@ func (u *upstream) probe(ctx context.Context) bool {
 	}
 	conn.Close()
 	return true
+}
+
+// DiscoverModels asks the OpenAI-compatible server at baseURL for its model ids (2 s timeout).
+func (s *Server) DiscoverModels(ctx context.Context, baseURL string) ([]string, error) {
+	base, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("discover models: %w", err)
+	}
+	return discoverModels(ctx, s.upstreams.client, base)
 }

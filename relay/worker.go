@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -46,6 +47,8 @@ type workerSession struct {
 	closer sync.Once
 	code   int
 	reason string
+
+	drainExpired atomic.Bool
 
 	mu        sync.Mutex
 	pending   map[string]*pendingReq
@@ -126,9 +129,26 @@ func (ws *workerSession) writeLoop() {
 			}
 		case <-ws.done:
 			if ws.code != websocket.CloseAbnormalClosure {
+				ws.flushQueued()
 				msg := websocket.FormatCloseMessage(ws.code, ws.reason)
 				ws.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeHandshakeTimeout))
 			}
+			return
+		}
+	}
+}
+
+// flushQueued writes the frames already queued (a register_ack, a graceful_shutdown) before a
+// graceful close frame, so the worker learns why it is being closed.
+func (ws *workerSession) flushQueued() {
+	for {
+		select {
+		case frame := <-ws.send:
+			ws.conn.SetWriteDeadline(time.Now().Add(closeHandshakeTimeout))
+			if ws.conn.WriteMessage(websocket.TextMessage, frame) != nil {
+				return
+			}
+		default:
 			return
 		}
 	}
@@ -388,6 +408,9 @@ func (ws *workerSession) drain(timeout time.Duration, reason string) {
 	ws.mu.Lock()
 	if ws.drainTime == nil && !ws.closed {
 		ws.drainTime = time.AfterFunc(timeout, func() {
+			// Fail the requests before the close starts, so none is mistaken for a lost one
+			// and requeued; freeing the last slot then closes the session as timed out.
+			ws.drainExpired.Store(true)
 			ws.failPending(errShuttingDown)
 			ws.closeWith(websocket.CloseNormalClosure, reasonDrainTimedOut)
 		})
@@ -397,6 +420,10 @@ func (ws *workerSession) drain(timeout time.Duration, reason string) {
 }
 
 func (ws *workerSession) drained() {
+	if ws.drainExpired.Load() {
+		ws.closeWith(websocket.CloseNormalClosure, reasonDrainTimedOut)
+		return
+	}
 	ws.closeWith(websocket.CloseNormalClosure, reasonDrainComplete)
 }
 

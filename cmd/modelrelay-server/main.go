@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,6 +29,11 @@ func main() {
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cfg, warnings, err := LoadConfig(args, getenv, stderr)
+	if err != nil && !errors.Is(err, errHelp) && !errors.Is(err, errVersion) {
+		for _, w := range warnings { // a misspelled key often explains the error
+			fmt.Fprintln(stderr, "modelrelay-server: warning:", w)
+		}
+	}
 	switch {
 	case errors.Is(err, errHelp):
 		fmt.Fprint(stdout, usageText())
@@ -82,54 +88,89 @@ func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 		Backends:               backends,
 		Version:                version,
 		Logger:                 log,
+		Timings:                relay.Timings{HealthInterval: cfg.AppProxy.HealthCheckInterval},
 	}
 }
 
-// serve runs the relay until ctx ends (SIGTERM), then drains: workers are told to finish,
-// new requests get 503, in-flight ones run until the drain timeout.
+// serve runs the relay until ctx ends (SIGTERM), then shuts down in order: in worker mode the
+// heartbeat stops and the worker deregisters first, so the coordinator stops sending users
+// here; then workers are told to finish, new requests get 503, in-flight ones run until the
+// drain timeout.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	srv, err := relay.New(relayOptions(cfg, log))
 	if err != nil {
 		return err
+	}
+	handler := srv.Handler()
+	var mode *workerMode
+	if cfg.AppProxy.Enabled {
+		if mode, err = newWorkerMode(cfg, log, srv); err != nil {
+			return err
+		}
+		handler = mode.front
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	httpSrv := &http.Server{
-		Handler:           srv.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	runCtx, stopRun := context.WithCancel(context.Background())
-	background := make(chan struct{})
-	go func() { defer close(background); srv.Run(runCtx) }()
 	served := make(chan error, 1)
-	go func() { served <- httpSrv.Serve(ln) }()
+	go func() {
+		if cfg.AppProxy.Enabled && cfg.AppProxy.TLSListen {
+			served <- httpSrv.ServeTLS(ln, cfg.AppProxy.TLSCert, cfg.AppProxy.TLSKey)
+			return
+		}
+		served <- httpSrv.Serve(ln)
+	}()
+	runCtx, stopRun := context.WithCancel(context.Background())
+	var background sync.WaitGroup
+	background.Go(func() { srv.Run(runCtx) })
+	workerCtx, stopWorker := context.WithCancel(context.Background())
+	workerDone := make(chan error, 1)
+	if mode != nil {
+		go func() { workerDone <- mode.run(workerCtx) }()
+	}
 
 	log.Info("modelrelay-server listening", "addr", ln.Addr().String(), "provider", cfg.Provider,
-		"backends", len(cfg.Backends), "version", version)
-	if cfg.WorkerSecret == "" {
-		log.Info("no worker secret set, so relay workers cannot join; set --worker-secret or WORKER_SECRET to let them")
+		"backends", len(cfg.Backends), "appproxy", cfg.AppProxy.Enabled, "version", version)
+	if cfg.WorkerSecret == "" && len(cfg.Backends) > 0 {
+		log.Info("no worker secret is set, so relay workers cannot join: set --worker-secret or WORKER_SECRET to let them")
 	}
 
+	var failure error
 	select {
 	case err := <-served:
-		stopRun()
-		<-background
-		return fmt.Errorf("serve: %w", err)
+		failure = fmt.Errorf("serve: %w", err)
+	case err := <-workerDone:
+		failure = err // the coordinator rejected our configuration
+		workerDone <- nil
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: draining in-flight requests", "drain_timeout", cfg.DrainTimeout.String())
-	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
-	srv.Drain(drainCtx)
-	cancel()
+	if mode != nil {
+		log.Info("shutting down: deregistering from the coordinator")
+		stopWorker()
+		<-workerDone
+	}
+	stopWorker()
+	if failure == nil {
+		log.Info("shutting down: draining in-flight requests", "drain_timeout", cfg.DrainTimeout.String())
+		drainCtx, cancel := context.WithTimeout(context.Background(), max(cfg.DrainTimeout, time.Second))
+		srv.Drain(drainCtx)
+		cancel()
+	}
 	srv.Close()
 	stopRun()
-	<-background
+	background.Wait()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	httpSrv.Shutdown(shutdownCtx)
+	if failure != nil {
+		return failure
+	}
 	log.Info("shutdown complete")
 	return nil
 }

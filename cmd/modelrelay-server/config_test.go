@@ -1,0 +1,701 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// loadCase runs LoadConfig with a private environment and, when file is non-empty, a config
+// file named name (default config.yaml) passed through MODELRELAY_CONFIG.
+type loadCase struct {
+	args []string
+	env  map[string]string
+	file string
+	name string
+}
+
+func (lc loadCase) load(t *testing.T) (Config, []string, error) {
+	t.Helper()
+	env := map[string]string{}
+	for k, v := range lc.env {
+		env[k] = v
+	}
+	if lc.file != "" {
+		name := lc.name
+		if name == "" {
+			name = "config.yaml"
+		}
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, []byte(lc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env[envConfigFile] = path
+	}
+	var stderr bytes.Buffer
+	return LoadConfig(lc.args, func(k string) string { return env[k] }, &stderr)
+}
+
+func mustLoad(t *testing.T, lc loadCase) (Config, []string) {
+	t.Helper()
+	cfg, warns, err := lc.load(t)
+	if err != nil {
+		t.Fatalf("LoadConfig: %v (warnings %q)", err, warns)
+	}
+	return cfg, warns
+}
+
+func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
+	cfg, _ := mustLoad(t, loadCase{})
+	host, _ := os.Hostname()
+	want := Config{
+		Listen:             "127.0.0.1:8080",
+		Provider:           "local",
+		MaxQueueLen:        100,
+		QueueTimeout:       30 * time.Second,
+		RequestTimeout:     300 * time.Second,
+		DrainTimeout:       30 * time.Second,
+		LogLevel:           "info",
+		LogFormat:          "text",
+		MaxBodyBytes:       33554432,
+		MaxModelsPerWorker: 256,
+		MaxStreamBytes:     10737418240,
+		AppProxy: AppProxyConfig{
+			EventsEnabled:       true,
+			Authority:           host,
+			APIPort:             8080,
+			WildcardTrafficPort: 443,
+			HeartbeatPeriod:     10 * time.Second,
+			ReconcileInterval:   15 * time.Second,
+			HealthCheckInterval: 10 * time.Second,
+			LiveMarkers:         true,
+		},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("defaults:\n got %+v\nwant %+v", cfg, want)
+	}
+}
+
+// TestPrecedence sets one key in up to three layers and checks which one wins.
+func TestPrecedence(t *testing.T) {
+	type layers struct{ flag, env, file string }
+	cases := []struct {
+		key, flag, env string
+		vals           layers // the value each layer would set; "" = layer absent
+		get            func(Config) any
+		fileVal        any
+		envVal         any
+		flagVal        any
+		defaultVal     any
+	}{
+		{key: "listen", flag: "listen", env: "LISTEN_ADDR",
+			vals:    layers{"127.0.0.1:3", "127.0.0.1:2", `"127.0.0.1:1"`},
+			get:     func(c Config) any { return c.Listen },
+			fileVal: "127.0.0.1:1", envVal: "127.0.0.1:2", flagVal: "127.0.0.1:3", defaultVal: "127.0.0.1:8080"},
+		{key: "max_queue_len", flag: "max-queue-len", env: "MAX_QUEUE_LEN",
+			vals:    layers{"3", "2", "1"},
+			get:     func(c Config) any { return c.MaxQueueLen },
+			fileVal: 1, envVal: 2, flagVal: 3, defaultVal: 100},
+		{key: "queue_timeout", flag: "queue-timeout", env: "QUEUE_TIMEOUT_SECS",
+			vals:    layers{"3s", "2", "1s"},
+			get:     func(c Config) any { return c.QueueTimeout },
+			fileVal: time.Second, envVal: 2 * time.Second, flagVal: 3 * time.Second, defaultVal: 30 * time.Second},
+		{key: "log_level", flag: "log-level", env: "LOG_LEVEL",
+			vals:    layers{"error", "warn", "debug"},
+			get:     func(c Config) any { return c.LogLevel },
+			fileVal: "debug", envVal: "warn", flagVal: "error", defaultVal: "info"},
+		{key: "require_api_keys", flag: "require-api-keys", env: "MODELRELAY_REQUIRE_API_KEYS",
+			vals:    layers{"false", "true", "false"},
+			get:     func(c Config) any { return c.RequireAPIKeys },
+			fileVal: false, envVal: true, flagVal: false, defaultVal: false},
+		{key: "worker_secret", flag: "worker-secret", env: "WORKER_SECRET",
+			vals:    layers{"flag-secret", "env-secret", "file-secret"},
+			get:     func(c Config) any { return c.WorkerSecret },
+			fileVal: "file-secret", envVal: "env-secret", flagVal: "flag-secret", defaultVal: ""},
+		{key: "trusted_proxies", flag: "trusted-proxies", env: "TRUSTED_PROXIES",
+			vals:    layers{"10.0.0.3", "10.0.0.2", "[10.0.0.1]"},
+			get:     func(c Config) any { return c.TrustedProxies },
+			fileVal: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")},
+			envVal:  []netip.Prefix{netip.MustParsePrefix("10.0.0.2/32")},
+			flagVal: []netip.Prefix{netip.MustParsePrefix("10.0.0.3/32")}},
+		{key: "max_stream_bytes", flag: "max-stream-bytes", env: "MAX_STREAM_BYTES",
+			vals:    layers{"3", "2", "1"},
+			get:     func(c Config) any { return c.MaxStreamBytes },
+			fileVal: int64(1), envVal: int64(2), flagVal: int64(3), defaultVal: int64(10737418240)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key, func(t *testing.T) {
+			file := tc.key + ": " + tc.vals.file + "\n"
+			env := map[string]string{tc.env: tc.vals.env}
+			args := []string{"--" + tc.flag + "=" + tc.vals.flag}
+			steps := []struct {
+				name string
+				lc   loadCase
+				want any
+			}{
+				{"flag beats env and file", loadCase{args: args, env: env, file: file}, tc.flagVal},
+				{"env beats file", loadCase{env: env, file: file}, tc.envVal},
+				{"file beats default", loadCase{file: file}, tc.fileVal},
+				{"default", loadCase{}, tc.defaultVal},
+			}
+			for _, s := range steps {
+				cfg, _ := mustLoad(t, s.lc)
+				if got := tc.get(cfg); !reflect.DeepEqual(got, s.want) && !(isNil(got) && s.want == nil) {
+					t.Errorf("%s: got %v, want %v", s.name, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func isNil(v any) bool {
+	rv := reflect.ValueOf(v)
+	return v == nil || (rv.Kind() == reflect.Slice && rv.IsNil())
+}
+
+func TestAppProxyEnvBeatsFile(t *testing.T) {
+	cfg, _ := mustLoad(t, loadCase{
+		file: "appproxy:\n  heartbeat_period: 5s\n  aggregation_hosts: [a.example.com]\n",
+		env:  map[string]string{"APPPROXY_HEARTBEAT_PERIOD": "7", "APPPROXY_AGGREGATION_HOSTS": "B.example.com, c.example.com"},
+	})
+	if cfg.AppProxy.HeartbeatPeriod != 7*time.Second {
+		t.Errorf("heartbeat_period = %v, want 7s", cfg.AppProxy.HeartbeatPeriod)
+	}
+	if want := []string{"b.example.com", "c.example.com"}; !slices.Equal(cfg.AppProxy.AggregationHosts, want) {
+		t.Errorf("aggregation_hosts = %q, want %q", cfg.AppProxy.AggregationHosts, want)
+	}
+}
+
+// validAppProxy is a complete worker-mode section that individual cases break one key of.
+const validAppProxyYAML = `
+appproxy:
+  enabled: true
+  coordinator_url: http://coordinator:10200
+  api_secret: api-s
+  jwt_secret: jwt-s
+  redis_url: redis://redis:6379/4
+  authority: relay-1
+  hostname: router.example.com
+  api_port: 10201
+  wildcard_domain: .models.example.com
+  wildcard_traffic_port: 8443
+  tls_advertised: true
+  aggregation_hosts: [models.example.com, api.example.com]
+  heartbeat_period: 5s
+  reconcile_interval: 20
+  route_max_concurrent: 4
+  health_check_interval: 2.5
+  live_markers: false
+  events_enabled: false
+`
+
+const validAppProxyTOML = `
+[appproxy]
+enabled = true
+coordinator_url = "http://coordinator:10200"
+api_secret = "api-s"
+jwt_secret = "jwt-s"
+redis_url = "redis://redis:6379/4"
+authority = "relay-1"
+hostname = "router.example.com"
+api_port = 10201
+wildcard_domain = ".models.example.com"
+wildcard_traffic_port = 8443
+tls_advertised = true
+aggregation_hosts = "models.example.com, api.example.com"
+heartbeat_period = "5s"
+reconcile_interval = 20
+route_max_concurrent = 4
+health_check_interval = 2.5
+live_markers = false
+events_enabled = false
+`
+
+func TestBothFileFormats(t *testing.T) {
+	yamlFile := `
+listen: 0.0.0.0:9000
+worker_secret: ws
+max_queue_len: 7
+queue_timeout: 1m30s
+trusted_proxies: [10.0.0.0/8, 192.168.1.7]
+backends:
+  - name: vllm
+    url: http://127.0.0.1:8000
+    models: [llama3-8b, qwen]
+    weight: 2.5
+    max_concurrent: 3
+  - url: http://127.0.0.1:8001
+    models: "a, b"
+` + validAppProxyYAML
+	tomlFile := `
+listen = "0.0.0.0:9000"
+worker_secret = "ws"
+max_queue_len = 7
+queue_timeout = "1m30s"
+trusted_proxies = ["10.0.0.0/8", "192.168.1.7"]
+
+[[backends]]
+name = "vllm"
+url = "http://127.0.0.1:8000"
+models = ["llama3-8b", "qwen"]
+weight = 2.5
+max_concurrent = 3
+
+[[backends]]
+url = "http://127.0.0.1:8001"
+models = "a, b"
+` + validAppProxyTOML
+	want := Config{
+		Listen: "0.0.0.0:9000", WorkerSecret: "ws", Provider: "local", MaxQueueLen: 7,
+		QueueTimeout: 90 * time.Second, RequestTimeout: 300 * time.Second, DrainTimeout: 30 * time.Second,
+		LogLevel: "info", LogFormat: "text", MaxBodyBytes: 33554432, MaxModelsPerWorker: 256,
+		MaxStreamBytes: 10737418240,
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")},
+		Backends: []BackendConfig{
+			{Name: "vllm", URL: "http://127.0.0.1:8000", Models: []string{"llama3-8b", "qwen"}, Weight: 2.5, MaxConcurrent: 3},
+			{Name: "127.0.0.1:8001", URL: "http://127.0.0.1:8001", Models: []string{"a", "b"}, Weight: 1},
+		},
+		AppProxy: AppProxyConfig{
+			Enabled: true, CoordinatorURL: "http://coordinator:10200", APISecret: "api-s", JWTSecret: "jwt-s",
+			RedisURL: "redis://redis:6379/4", Authority: "relay-1", Hostname: "router.example.com",
+			APIPort: 10201, WildcardDomain: ".models.example.com", WildcardTrafficPort: 8443,
+			TLSAdvertised: true, AggregationHosts: []string{"models.example.com", "api.example.com"},
+			HeartbeatPeriod: 5 * time.Second, ReconcileInterval: 20 * time.Second, RouteMaxConcurrent: 4,
+			HealthCheckInterval: 2500 * time.Millisecond,
+		},
+	}
+	for _, lc := range []loadCase{{file: yamlFile, name: "c.yaml"}, {file: tomlFile, name: "c.toml"}} {
+		t.Run(lc.name, func(t *testing.T) {
+			cfg, warns := mustLoad(t, lc)
+			want.ConfigFile = cfg.ConfigFile
+			if !reflect.DeepEqual(cfg, want) {
+				t.Errorf("\n got %+v\nwant %+v", cfg, want)
+			}
+			if len(warns) != 0 {
+				t.Errorf("unexpected warnings %q", warns)
+			}
+		})
+	}
+}
+
+func TestConfigFlagBeatsEnvFile(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	os.WriteFile(a, []byte("provider: from-a\n"), 0o600)
+	os.WriteFile(b, []byte("provider: from-b\n"), 0o600)
+	env := map[string]string{envConfigFile: a}
+	getenv := func(k string) string { return env[k] }
+	cfg, _, err := LoadConfig([]string{"--config", b}, getenv, &bytes.Buffer{})
+	if err != nil || cfg.Provider != "from-b" || cfg.ConfigFile != b {
+		t.Fatalf("got provider %q file %q err %v, want from-b from %s", cfg.Provider, cfg.ConfigFile, err, b)
+	}
+	cfg, _, err = LoadConfig(nil, getenv, &bytes.Buffer{})
+	if err != nil || cfg.Provider != "from-a" {
+		t.Fatalf("got provider %q err %v, want from-a", cfg.Provider, err)
+	}
+}
+
+func TestInterpolation(t *testing.T) {
+	env := map[string]string{"SECRET": "s3cr$t", "HOST": "router", "PORT": "9001", "PROXY": "10.1.0.0/16"}
+	cfg, warns := mustLoad(t, loadCase{env: env, file: `
+worker_secret: ${SECRET}
+listen: "127.0.0.1:${PORT}"
+admin_token: "pre-$${SECRET}-$HOME-$"
+trusted_proxies: ["${PROXY}"]
+backends:
+  - url: http://${HOST}:8000
+"${SECRET}": 1
+`})
+	if cfg.WorkerSecret != "s3cr$t" {
+		t.Errorf("worker_secret = %q", cfg.WorkerSecret)
+	}
+	if cfg.Listen != "127.0.0.1:9001" {
+		t.Errorf("listen = %q", cfg.Listen)
+	}
+	if cfg.AdminToken != "pre-${SECRET}-$HOME-$" {
+		t.Errorf("admin_token = %q, want escapes and bare dollars kept", cfg.AdminToken)
+	}
+	if cfg.TrustedProxies[0] != netip.MustParsePrefix("10.1.0.0/16") {
+		t.Errorf("trusted_proxies = %v", cfg.TrustedProxies)
+	}
+	if cfg.Backends[0].URL != "http://router:8000" {
+		t.Errorf("backends[0].url = %q", cfg.Backends[0].URL)
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], `unknown key "${SECRET}"`) {
+		t.Errorf("keys must not be expanded; warnings %q", warns)
+	}
+}
+
+func TestDurationForms(t *testing.T) {
+	cases := []struct {
+		name string
+		lc   loadCase
+		want time.Duration
+	}{
+		{"file go text", loadCase{file: "queue_timeout: 1m30s"}, 90 * time.Second},
+		{"file int seconds", loadCase{file: "queue_timeout: 45"}, 45 * time.Second},
+		{"file float seconds", loadCase{file: "queue_timeout: 1.5"}, 1500 * time.Millisecond},
+		{"file string seconds", loadCase{file: `queue_timeout: "12"`}, 12 * time.Second},
+		{"file zero", loadCase{file: "queue_timeout: 0"}, 0},
+		{"toml int seconds", loadCase{file: "queue_timeout = 45", name: "c.toml"}, 45 * time.Second},
+		{"toml float seconds", loadCase{file: "queue_timeout = 0.25", name: "c.toml"}, 250 * time.Millisecond},
+		{"toml text", loadCase{file: `queue_timeout = "2h"`, name: "c.toml"}, 2 * time.Hour},
+		{"env seconds", loadCase{env: map[string]string{"QUEUE_TIMEOUT_SECS": "60"}}, time.Minute},
+		{"env float seconds", loadCase{env: map[string]string{"QUEUE_TIMEOUT_SECS": "0.5"}}, 500 * time.Millisecond},
+		{"env go text", loadCase{env: map[string]string{"QUEUE_TIMEOUT_SECS": "100ms"}}, 100 * time.Millisecond},
+		{"flag go text", loadCase{args: []string{"--queue-timeout", "2m"}}, 2 * time.Minute},
+		{"flag seconds", loadCase{args: []string{"-queue-timeout=7"}}, 7 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, _ := mustLoad(t, tc.lc)
+			if cfg.QueueTimeout != tc.want {
+				t.Errorf("queue_timeout = %v, want %v", cfg.QueueTimeout, tc.want)
+			}
+		})
+	}
+}
+
+func TestListForms(t *testing.T) {
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	cases := []struct {
+		name string
+		lc   loadCase
+	}{
+		{"yaml list", loadCase{file: "trusted_proxies: [10.0.0.0/8, '::1']"}},
+		{"yaml block list", loadCase{file: "trusted_proxies:\n  - 10.0.0.0/8\n  - ::1\n"}},
+		{"yaml comma string", loadCase{file: "trusted_proxies: '10.0.0.0/8, ::1'"}},
+		{"toml list", loadCase{file: `trusted_proxies = ["10.0.0.0/8", "::1"]`, name: "c.toml"}},
+		{"toml comma string", loadCase{file: `trusted_proxies = "10.0.0.0/8,::1"`, name: "c.toml"}},
+		{"env comma, blanks skipped", loadCase{env: map[string]string{"TRUSTED_PROXIES": " 10.0.0.0/8 ,, ::1 ,"}}},
+		{"flag comma", loadCase{args: []string{"--trusted-proxies=10.0.0.0/8,::1"}}},
+		{"host bits masked", loadCase{file: "trusted_proxies: [10.1.2.3/8, '::1']"}},
+		{"ipv4-mapped unmapped", loadCase{file: "trusted_proxies: ['::ffff:10.0.0.0/104', '::1']"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, _ := mustLoad(t, tc.lc)
+			if !slices.Equal(cfg.TrustedProxies, want) {
+				t.Errorf("trusted_proxies = %v, want %v", cfg.TrustedProxies, want)
+			}
+		})
+	}
+}
+
+func TestValidationErrors(t *testing.T) {
+	dir := t.TempDir()
+	cert := filepath.Join(dir, "cert.pem")
+	os.WriteFile(cert, []byte("x"), 0o600)
+	enabled := func(key, val string) loadCase {
+		return loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_" + strings.ToUpper(key): val}}
+	}
+	without := func(key string) loadCase {
+		var lines []string
+		for _, l := range strings.Split(validAppProxyYAML, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), key+":") {
+				lines = append(lines, l)
+			}
+		}
+		return loadCase{file: strings.Join(lines, "\n")}
+	}
+	file := func(s string) loadCase { return loadCase{file: s} }
+	cases := []struct {
+		name string
+		lc   loadCase
+		want string
+	}{
+		{"duration text", file("queue_timeout: abc"), `config: queue_timeout: invalid duration "abc" (want e.g. 30s, 5m or a number of seconds)`},
+		{"duration negative", file("request_timeout: -5"), `config: request_timeout: must not be negative, got -5`},
+		{"duration negative text", loadCase{env: map[string]string{"DRAIN_TIMEOUT_SECS": "-1s"}}, `config: drain_timeout: must not be negative, got "-1s"`},
+		{"duration type", file("queue_timeout: [1]"), `config: queue_timeout: invalid duration [1]`},
+		{"integer text", loadCase{env: map[string]string{"MAX_QUEUE_LEN": "ten"}}, `config: max_queue_len: invalid integer "ten"`},
+		{"integer fraction", file("max_queue_len: 1.5"), `config: max_queue_len: invalid integer 1.5`},
+		{"integer negative", loadCase{args: []string{"--max-queue-len=-1"}}, `config: max_queue_len: must not be negative, got -1`},
+		{"integer too large", file("max_models_per_worker: 99999999999"), `config: max_models_per_worker: too large: 99999999999`},
+		{"body zero", file("max_body_bytes: 0"), `config: max_body_bytes: must be positive`},
+		{"models zero", file("max_models_per_worker: 0"), `config: max_models_per_worker: must be positive`},
+		{"stream zero", file("max_stream_bytes: 0"), `config: max_stream_bytes: must be positive`},
+		{"boolean", loadCase{env: map[string]string{"REQUIRE_PROTOCOL_VERSION": "maybe"}}, `config: require_protocol_version: invalid boolean "maybe" (want true or false)`},
+		{"string type hides value", file("worker_secret: 12345"), `config: worker_secret: must be a string (quote the value)`},
+		{"log level", file("log_level: verbose"), `config: log_level: unknown level "verbose" (want debug, info, warn or error)`},
+		{"log format", loadCase{args: []string{"--log-format", "xml"}}, `config: log_format: unknown format "xml" (want text or json)`},
+		{"listen", file("listen: localhost"), `config: listen: invalid address "localhost" (want host:port)`},
+		{"listen port", file("listen: 'localhost:http'"), `config: listen: invalid port in "localhost:http"`},
+		{"provider empty", file("provider: ''"), `config: provider: must not be empty`},
+		{"trusted proxies", file("trusted_proxies: 10.0.0/8"), `config: trusted_proxies: invalid CIDR "10.0.0/8"`},
+		{"trusted proxies zone", file("trusted_proxies: 'fe80::1%eth0'"), `config: trusted_proxies: invalid CIDR "fe80::1%eth0"`},
+		{"list element type", file("trusted_proxies: [10.0.0.0/8, 7]"), `config: trusted_proxies[1]: must be a string`},
+		{"list type", file("trusted_proxies: {a: b}"), `config: trusted_proxies: must be a list or a comma-separated string`},
+		{"backends shape", file("backends: {name: x}"), `config: backends: must be a list`},
+		{"backend shape", file("backends: [x]"), `config: backends[0]: must be a mapping`},
+		{"backend url missing", file("backends: [{name: a}]"), `config: backends[0].url: required`},
+		{"backend url scheme", file("backends: [{url: 'http://a:1'}, {url: 'ftp://u:pw@b'}]"), `config: backends[1].url: invalid URL "ftp://u:xxxxx@b" (want http:// or https://)`},
+		{"backend url host", file("backends: [{url: 'http:///v1'}]"), `config: backends[0].url: invalid URL "http:///v1" (no host)`},
+		{"backend url parse", file("backends: [{url: 'http://a b:%zz'}]"), `config: backends[0].url: invalid URL (want http://host:port)`},
+		{"backend duplicate name", file("backends: [{url: 'http://a:1'}, {url: 'http://a:1'}]"), `config: backends[1].name: "a:1" is already used by backends[0]`},
+		{"backend weight", file("backends: [{url: 'http://a:1', weight: 0}]"), `config: backends[0].weight: must be positive, got 0`},
+		{"backend weight text", file("backends: [{url: 'http://a:1', weight: heavy}]"), `config: backends[0].weight: invalid number "heavy"`},
+		{"backend concurrency", file("backends: [{url: 'http://a:1', max_concurrent: -2}]"), `config: backends[0].max_concurrent: must not be negative, got -2`},
+		{"backend models", file("backends: [{url: 'http://a:1', models: [x, 1]}]"), `config: backends[0].models[1]: must be a string`},
+		{"appproxy shape", file("appproxy: true"), `config: appproxy: must be a mapping`},
+		{"appproxy enabled", loadCase{env: map[string]string{"APPPROXY_ENABLED": "sure"}}, `config: appproxy.enabled: invalid boolean "sure" (want true or false)`},
+		{"coordinator missing", without("coordinator_url"), `config: appproxy.coordinator_url: required when appproxy.enabled is true`},
+		{"api secret missing", without("api_secret"), `config: appproxy.api_secret: required when appproxy.enabled is true`},
+		{"jwt secret missing", without("jwt_secret"), `config: appproxy.jwt_secret: required when appproxy.enabled is true`},
+		{"hostname missing", without("hostname"), `config: appproxy.hostname: required when appproxy.enabled is true`},
+		{"wildcard missing", without("wildcard_domain"), `config: appproxy.wildcard_domain: required when appproxy.enabled is true`},
+		{"events with redis ok", enabled("events_enabled", "true"), ""},
+		{"redis missing", loadCase{file: strings.Replace(without("redis_url").file, "live_markers: false", "live_markers: true", 1)}, `config: appproxy.redis_url: required when appproxy.enabled is true`},
+		{"api port zero", loadCase{file: without("api_port").file, args: []string{"--listen=127.0.0.1:0"}}, `config: appproxy.api_port: required: the listen port is 0`},
+		{"api port range", enabled("api_port", "70000"), `config: appproxy.api_port: must be a port number 1-65535, got 70000`},
+		{"traffic port range", enabled("wildcard_traffic_port", "0"), `config: appproxy.wildcard_traffic_port: must be a port number 1-65535, got 0`},
+		{"coordinator scheme", enabled("coordinator_url", "coordinator:10200"), `config: appproxy.coordinator_url: invalid URL "coordinator:10200" (want http:// or https://)`},
+		{"coordinator host", enabled("coordinator_url", "http://"), `config: appproxy.coordinator_url: invalid URL "http:" (no host)`},
+		{"redis scheme", enabled("redis_url", "http://redis:6379"), `config: appproxy.redis_url: invalid URL "http://redis:6379" (want redis:// or rediss://)`},
+		{"redis db hides password", enabled("redis_url", "redis://:pw@redis:6379/x"), `config: appproxy.redis_url: invalid URL "redis://:xxxxx@redis:6379/x": redis: invalid database number: "x"`},
+		{"redis sentinel ok", enabled("redis_url", "redis://sentinel:26379?master_name=mymaster"), ""},
+		{"wildcard dot", enabled("wildcard_domain", "models.example.com"), `config: appproxy.wildcard_domain: must start with a dot`},
+		{"wildcard name", enabled("wildcard_domain", ".models..example.com"), `config: appproxy.wildcard_domain: invalid domain ".models..example.com"`},
+		{"aggregation host", enabled("aggregation_hosts", "ok.example.com,https://bad"), `config: appproxy.aggregation_hosts: invalid host "https://bad" (want a bare host name, no scheme or port)`},
+		{"heartbeat zero", enabled("heartbeat_period", "0"), `config: appproxy.heartbeat_period: must be positive`},
+		{"reconcile zero", enabled("reconcile_interval", "0s"), `config: appproxy.reconcile_interval: must be positive`},
+		{"health zero", enabled("health_check_interval", "0"), `config: appproxy.health_check_interval: must be positive`},
+		{"route concurrency", enabled("route_max_concurrent", "-1"), `config: appproxy.route_max_concurrent: must not be negative, got -1`},
+		{"tls without cert", enabled("tls_listen", "true"), `config: appproxy.tls_cert: required when appproxy.tls_listen is true`},
+		{"tls without key", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_TLS_LISTEN": "1", "APPPROXY_TLS_CERT": cert}}, `config: appproxy.tls_key: required when appproxy.tls_listen is true`},
+		{"tls key missing file", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_TLS_LISTEN": "on", "APPPROXY_TLS_CERT": cert, "APPPROXY_TLS_KEY": filepath.Join(dir, "nope.pem")}}, `config: appproxy.tls_key: stat ` + filepath.Join(dir, "nope.pem") + `: no such file or directory`},
+		{"tls ok", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_TLS_LISTEN": "yes", "APPPROXY_TLS_CERT": cert, "APPPROXY_TLS_KEY": cert}}, ""},
+		{"unset variable", file("appproxy:\n  api_secret: ${NO_SUCH_VAR}\n"), `config: appproxy.api_secret: environment variable NO_SUCH_VAR is not set`},
+		{"unset variable in list", file("backends:\n  - url: http://a\n    models: [x, '${NOPE}']\n"), `config: backends[0].models[1]: environment variable NOPE is not set`},
+		{"unterminated variable", file("admin_token: 'a${B'"), `config: admin_token: unterminated "${"`},
+		{"bad variable", file("admin_token: '${B:-x}'"), `config: admin_token: invalid variable reference "${B:-x}" (want ${NAME})`},
+		{"unknown flag", loadCase{args: []string{"--listn=x"}}, `config: flag provided but not defined: -listn (see --help)`},
+		{"stray argument", loadCase{args: []string{"--require-api-keys", "false"}}, `config: unexpected argument "false" (boolean flags take --flag=false; see --help)`},
+		{"yaml syntax", file("listen: [\n"), "config: "},
+		{"missing file", loadCase{env: map[string]string{envConfigFile: filepath.Join(dir, "none.yaml")}}, `config: read config file: open ` + filepath.Join(dir, "none.yaml") + `: no such file or directory`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := tc.lc.load(t)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error spans lines: %q", msg)
+			}
+			if tc.want == "config: " {
+				if !strings.HasPrefix(msg, tc.want) {
+					t.Errorf("error %q, want prefix %q", msg, tc.want)
+				}
+				return
+			}
+			if msg != tc.want {
+				t.Errorf("error\n got %s\nwant %s", msg, tc.want)
+			}
+			for _, secret := range []string{"pw", "12345", "api-s", "jwt-s"} {
+				if strings.Contains(strings.ReplaceAll(msg, "xxxxx", ""), ":"+secret+"@") || strings.HasSuffix(msg, secret) {
+					t.Errorf("error leaks %q: %s", secret, msg)
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownKeyWarnings(t *testing.T) {
+	_, warns, err := loadCase{file: `
+max_queue_length: 5
+worker_secret: s
+appproxy:
+  enabled: false
+  heartbeat: 5s
+backends:
+  - url: http://a:1
+    wieght: 2
+zzz: 1
+`}.load(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantParts := []string{
+		`unknown key "max_queue_length" ignored (did you mean "max_queue_len"?)`,
+		`unknown key "zzz" ignored`,
+		`unknown key "appproxy.heartbeat" ignored`,
+		`unknown key "backends[0].wieght" ignored (did you mean "weight"?)`,
+	}
+	for _, part := range wantParts {
+		if !slices.ContainsFunc(warns, func(w string) bool { return strings.Contains(w, part) }) {
+			t.Errorf("no warning containing %q in %q", part, warns)
+		}
+	}
+	if len(warns) != len(wantParts) {
+		t.Errorf("got %d warnings, want %d: %q", len(warns), len(wantParts), warns)
+	}
+}
+
+func TestUnknownKeyWarningSurvivesError(t *testing.T) {
+	_, warns, err := loadCase{file: validAppProxyYAML + "  api_secert: x\n"}.load(t)
+	if err != nil {
+		t.Fatalf("unexpected error %v", err)
+	}
+	_, warns, err = loadCase{file: strings.Replace(validAppProxyYAML, "api_secret:", "api_secert:", 1)}.load(t)
+	if err == nil || !strings.Contains(err.Error(), "appproxy.api_secret: required") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], `"appproxy.api_secert" ignored (did you mean "api_secret"?)`) {
+		t.Errorf("warnings %q", warns)
+	}
+}
+
+func TestOperatorWarnings(t *testing.T) {
+	cases := []struct {
+		name string
+		lc   loadCase
+		want []string // substrings, one per expected warning
+	}{
+		{"heartbeat at coordinator timeout", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_HEARTBEAT_PERIOD": "30"}},
+			[]string{"appproxy.heartbeat_period: 30s is not below the coordinator's 30s timeout"}},
+		{"heartbeat below timeout", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_HEARTBEAT_PERIOD": "29.9"}}, nil},
+		{"appproxy keys while disabled", loadCase{env: map[string]string{"WORKER_SECRET": "s", "APPPROXY_API_SECRET": "x"}, file: "appproxy:\n  hostname: h\n"},
+			[]string{"appproxy.api_secret, appproxy.hostname set but appproxy.enabled is false"}},
+		{"nothing can serve", loadCase{}, []string{"no worker secret is set, so relay workers cannot join: set --worker-secret or WORKER_SECRET"}},
+		{"backends can serve", loadCase{file: "backends: [{url: 'http://a:1'}]"}, nil},
+		{"reserved api keys", loadCase{args: []string{"--require-api-keys", "--worker-secret=s"}}, []string{"require_api_keys: reserved"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, warns := mustLoad(t, tc.lc)
+			if len(warns) != len(tc.want) {
+				t.Fatalf("warnings %q, want %d", warns, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(warns[i], w) || strings.Contains(warns[i], "\n") {
+					t.Errorf("warning %q does not contain %q", warns[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	cases := []struct {
+		args []string
+		want error
+	}{
+		{[]string{"-h"}, errHelp},
+		{[]string{"--help"}, errHelp},
+		{[]string{"-help"}, errHelp},
+		{[]string{"--listen=x", "--help"}, errHelp},
+		{[]string{"--version"}, errVersion},
+		{[]string{"--version", "--config=/does/not/exist"}, errVersion},
+	}
+	for _, tc := range cases {
+		var stderr bytes.Buffer
+		_, _, err := LoadConfig(tc.args, func(string) string { return "" }, &stderr)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%q: err = %v, want %v", tc.args, err, tc.want)
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("%q: wrote to stderr: %q", tc.args, stderr.String())
+		}
+	}
+}
+
+func TestUsageNamesEveryFlag(t *testing.T) {
+	text := usageText()
+	for _, s := range settings {
+		if !strings.Contains(text, "--"+s.flag+" ") || !strings.Contains(text, "env "+s.env+",") {
+			t.Errorf("usage misses --%s or env %s", s.flag, s.env)
+		}
+	}
+	for _, s := range []string{"--config FILE", envConfigFile, "--version", "--help", "backends:", "appproxy:", "APPPROXY_"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("usage misses %q", s)
+		}
+	}
+	for i, line := range strings.Split(text, "\n") {
+		if len(line) > 90 {
+			t.Errorf("usage line %d is %d columns: %q", i+1, len(line), line)
+		}
+	}
+}
+
+func TestLogValueHidesSecrets(t *testing.T) {
+	cfg, _ := mustLoad(t, loadCase{file: validAppProxyYAML, env: map[string]string{"WORKER_SECRET": "ws-secret", "MODELRELAY_ADMIN_TOKEN": "adm-secret"}})
+	text := cfg.LogValue().String()
+	for _, s := range []string{"ws-secret", "adm-secret", "api-s", "jwt-s"} {
+		if strings.Contains(text, s) {
+			t.Errorf("LogValue leaks %q: %s", s, text)
+		}
+	}
+}
+
+func TestRedisSentinel(t *testing.T) {
+	if (AppProxyConfig{RedisURL: "redis://h:6379/4"}).RedisSentinel() {
+		t.Error("plain URL reported as sentinel")
+	}
+	if !(AppProxyConfig{RedisURL: "redis://h:26379?master_name=m"}).RedisSentinel() {
+		t.Error("master_name URL not reported as sentinel")
+	}
+}
+
+// FuzzConfigFile feeds arbitrary YAML to the loader: whatever a file holds, the decoder must
+// answer with a config or one-line error, never a panic.
+func FuzzConfigFile(f *testing.F) {
+	f.Add([]byte(validAppProxyYAML))
+	f.Add([]byte("backends: [{url: 'http://a:1', models: [x, {y: 1}]}]\n"))
+	f.Add([]byte("appproxy: [1, 2]\nqueue_timeout: 1e400\n"))
+	f.Add([]byte("trusted_proxies: ['::ffff:0.0.0.0/96']\n1: {2: 3}\n"))
+	f.Add([]byte("max_queue_len: 9223372036854775808\nrequest_timeout: -0.0\n"))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "fuzz.yaml")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := LoadConfig([]string{"--config", path}, func(k string) string { return "" }, &bytes.Buffer{})
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("multi-line error: %q", err)
+		}
+	})
+}
+
+// TestExampleConfigs keeps configs/ loadable, free of unknown keys, and the YAML and TOML
+// standalone examples equivalent.
+func TestExampleConfigs(t *testing.T) {
+	env := map[string]string{
+		"MODELRELAY_WORKER_SECRET":       "w",
+		"MODELRELAY_ADMIN_TOKEN":         "a",
+		"MODELRELAY_APPPROXY_API_SECRET": "api",
+		"MODELRELAY_APPPROXY_JWT_SECRET": "jwt",
+	}
+	loaded := map[string]Config{}
+	for _, name := range []string{"standalone.yaml", "standalone.toml", "appproxy.yaml"} {
+		path := filepath.Join("..", "..", "configs", name)
+		cfg, warns, err := LoadConfig([]string{"--config", path}, func(k string) string { return env[k] }, &bytes.Buffer{})
+		if err != nil || len(warns) != 0 {
+			t.Fatalf("%s: err %v, warnings %q", name, err, warns)
+		}
+		cfg.ConfigFile = ""
+		loaded[name] = cfg
+	}
+	if !reflect.DeepEqual(loaded["standalone.yaml"], loaded["standalone.toml"]) {
+		t.Errorf("standalone examples differ:\nyaml %+v\ntoml %+v", loaded["standalone.yaml"], loaded["standalone.toml"])
+	}
+	if a := loaded["appproxy.yaml"].AppProxy; !a.Enabled || a.APISecret != "api" || a.JWTSecret != "jwt" {
+		t.Errorf("appproxy example: %+v", a)
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"modelrelay/appproxy"
+	"modelrelay/ingress"
+	"modelrelay/reconcile"
+	"modelrelay/relay"
+)
+
+// front routes every request by its Host in AppProxy mode: a circuit's subdomain reaches that
+// circuit's model service (after its allow-list and token), the apex and aggregation hosts
+// pick circuits by the body's model, and any other host is the relay's own surface, where
+// inference also routes by model across what the caller may use.
+type front struct {
+	relay    *relay.Server
+	own      http.Handler
+	router   *ingress.Router
+	circuits *reconcile.Applier
+	verifier ingress.Verifier
+	trusted  []netip.Prefix
+	markers  *appproxy.Markers // nil when live markers are off
+}
+
+// inferencePaths are the calls the relay parses ({model, stream}); everything else on a
+// circuit host passes through untouched.
+var inferencePaths = map[string]relay.Dialect{
+	"/v1/chat/completions":      relay.OpenAI,
+	"/v1/completions":           relay.OpenAI,
+	"/v1/responses":             relay.OpenAI,
+	"/v1/embeddings":            relay.OpenAI,
+	"/v1/messages":              relay.Anthropic,
+	"/v1/messages/count_tokens": relay.Anthropic,
+}
+
+func inferenceCall(r *http.Request) (relay.Dialect, bool) {
+	if r.Method != http.MethodPost {
+		return 0, false
+	}
+	d, ok := inferencePaths[r.URL.Path]
+	return d, ok
+}
+
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	res := f.router.Resolve(ingress.Host(r, f.trusted))
+	switch res.Kind {
+	case ingress.HostCircuit:
+		f.serveCircuit(w, r, res.Circuit)
+	case ingress.HostAggregation:
+		f.serveByModel(w, r, false)
+	case ingress.HostUnknown:
+		res.Problem().ServeHTTP(w, r)
+	default:
+		f.serveByModel(w, r, true)
+	}
+}
+
+func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.Circuit) {
+	ip, _ := ingress.ClientIP(r, f.trusted) // an unparseable address is denied by a restricted allow-list
+	if p := f.verifier.Check(r, c, ip); p != nil {
+		p.ServeHTTP(w, r)
+		return
+	}
+	setForwarded(r, ip)
+	if f.markers != nil {
+		f.markers.MarkUsed(c.ID, "")
+	}
+	if d, ok := inferenceCall(r); ok {
+		f.relay.ServeInference(w, r, d, c.Pool)
+		return
+	}
+	f.relay.ServePassThrough(w, r, c.Pool)
+}
+
+// serveByModel answers on hosts that route by model: the circuits this caller may use (public
+// ones, the one its token names, where its address is allowed), then the relay's own pool.
+// On the relay's own host every other path is the relay's own surface.
+func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost bool) {
+	d, inference := inferenceCall(r)
+	listing := r.Method == http.MethodGet && r.URL.Path == "/v1/models"
+	if !inference && !listing {
+		if ownHost {
+			f.own.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+		return
+	}
+	ip, _ := ingress.ClientIP(r, f.trusted)
+	caller := f.verifier.Caller(r, ip)
+	if listing {
+		relay.WriteModels(w, f.modelsFor(caller))
+		return
+	}
+	setForwarded(r, ip)
+	f.relay.ServeInferenceFor(w, r, d, func(model string) ([]string, http.Handler) {
+		table := f.router.Table()
+		var candidates []*ingress.Circuit
+		for _, pool := range f.circuits.PoolsFor(model) {
+			if c := table.ByPool(pool); c != nil {
+				candidates = append(candidates, c)
+			}
+		}
+		kept, problem := caller.Filter(candidates)
+		if len(kept) == 0 {
+			if problem != nil {
+				return nil, problem
+			}
+			return []string{f.relay.Provider()}, nil // relay workers and static backends
+		}
+		pools := make([]string, len(kept))
+		for i, c := range kept {
+			pools[i] = c.Pool
+			if f.markers != nil {
+				f.markers.MarkUsed(c.ID, "")
+			}
+		}
+		return pools, nil
+	})
+}
+
+// modelsFor lists the models the caller may use: its circuits' and the relay pool's.
+func (f *front) modelsFor(caller ingress.Caller) []string {
+	table := f.router.Table()
+	var models []string
+	for model, pools := range f.circuits.ModelPools() {
+		for _, pool := range pools {
+			if c := table.ByPool(pool); c != nil && caller.Reaches(c) {
+				models = append(models, model)
+				break
+			}
+		}
+	}
+	slices.Sort(models)
+	for _, m := range f.relay.Models(f.relay.Provider()) {
+		if !slices.Contains(models, m) {
+			models = append(models, m)
+		}
+	}
+	return models
+}
+
+// setForwarded tells the model server who asked, as the stock AppProxy worker does. The
+// client is the address ingress vouched for (through trusted proxies only), so a chain a
+// client made up never reaches the model server as fact.
+func setForwarded(r *http.Request, client netip.Addr) {
+	if client.IsValid() {
+		r.Header.Set("X-Forwarded-For", client.String())
+	} else {
+		r.Header.Del("X-Forwarded-For")
+	}
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	r.Header.Set("X-Forwarded-Proto", proto)
+	r.Header.Set("X-Forwarded-Host", strings.ToLower(r.Host))
+}

@@ -1,0 +1,86 @@
+package main
+
+// usageText is the --help output. Keep it in step with settings in config.go;
+// TestUsageNamesEveryFlag fails when a flag or variable is missing here.
+func usageText() string {
+	return `Usage: modelrelay-server [flags]
+
+modelrelay-server accepts OpenAI- and Anthropic-compatible inference requests
+(/v1/chat/completions, /v1/completions, /v1/messages, ...) and relays them to model
+servers it does not run itself: to workers that dial in over a WebSocket
+(modelrelay-worker, or the Rust ModelRelay worker) and to static HTTP backends
+listed in the config file. Requests wait in a bounded queue until a worker or
+backend is free, and stream back to the client as they are produced.
+
+Run modes:
+  standalone  The default. Workers connect to /v1/worker/connect with the worker
+              secret; static backends from the config file serve beside them.
+  appproxy    Set appproxy.enabled in the config file (or APPPROXY_ENABLED=true).
+              The server also registers with a Backend.AI AppProxy coordinator
+              as a wildcard worker, receives inference circuits, and serves each
+              on <subdomain><wildcard_domain>.
+
+Every setting comes from a flag, an environment variable or the config file: a
+flag beats the environment, which beats the file, which beats the default.
+Durations take Go syntax (90s, 5m) or a number of seconds (30, 2.5). Lists are
+comma-separated.
+
+Listening:
+  --listen ADDR                  address to listen on
+                                 env LISTEN_ADDR, default 127.0.0.1:8080
+  --trusted-proxies CIDRS        proxies whose X-Forwarded-For/-Host are believed
+                                 (CIDRs or bare IPs)
+                                 env TRUSTED_PROXIES, default none
+
+Workers:
+  --worker-secret SECRET         secret relay workers present to join
+                                 env WORKER_SECRET, default none (workers cannot join)
+  --provider NAME                provider name for workers and static backends
+                                 env PROVIDER_NAME, default local
+  --max-models-per-worker N      models one worker may register
+                                 env MAX_MODELS_PER_WORKER, default 256
+  --require-protocol-version     refuse workers whose register names no protocol version
+                                 env REQUIRE_PROTOCOL_VERSION, default false
+
+Queueing:
+  --max-queue-len N              requests that may wait per pool (0 = unbounded)
+                                 env MAX_QUEUE_LEN, default 100
+  --queue-timeout DURATION       longest wait in the queue (0 = none)
+                                 env QUEUE_TIMEOUT_SECS, default 30s
+  --request-timeout DURATION     arrival to first response byte (0 = none)
+                                 env REQUEST_TIMEOUT_SECS, default 300s
+  --drain-timeout DURATION       on SIGTERM, how long in-flight requests may finish
+                                 env DRAIN_TIMEOUT_SECS, default 30s
+
+Limits:
+  --max-body-bytes N             largest request body
+                                 env MAX_BODY_BYTES, default 33554432 (32 MiB)
+  --max-stream-bytes N           most bytes one streamed response may carry
+                                 env MAX_STREAM_BYTES, default 10737418240 (10 GiB)
+
+Logging:
+  --log-level LEVEL              debug, info, warn or error
+                                 env LOG_LEVEL, default info
+  --log-format FORMAT            text or json
+                                 env LOG_FORMAT, default text
+
+Admin:
+  --admin-token TOKEN            bearer token for /admin/* (unset: admin answers 403)
+                                 env MODELRELAY_ADMIN_TOKEN, default none
+  --require-api-keys             reserved for client API keys; no effect yet
+                                 env MODELRELAY_REQUIRE_API_KEYS, default false
+
+Config file:
+  --config FILE                  YAML file, or TOML when the name ends in .toml;
+                                 values may use ${ENV_VAR}
+                                 env MODELRELAY_CONFIG, default none
+
+  -h, --help                     print this help and exit
+  --version                      print the version and exit
+
+Static upstreams (the backends: list) and AppProxy worker mode (the appproxy:
+section) are set in the config file; every appproxy key can also be set from the
+environment as APPPROXY_<KEY>, for example APPPROXY_API_SECRET. See
+configs/standalone.yaml and configs/appproxy.yaml for commented examples.
+`
+}

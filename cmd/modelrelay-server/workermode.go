@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"modelrelay/appproxy"
+	"modelrelay/ingress"
+	"modelrelay/protocol"
+	"modelrelay/reconcile"
+	"modelrelay/relay"
+)
+
+// workerMode is the Backend.AI AppProxy side of the process: the coordinator conversation
+// (appproxy), circuits turned into pools and routes (reconcile), and the host-routing front.
+type workerMode struct {
+	worker  *appproxy.Worker
+	applier *reconcile.Applier
+	markers *appproxy.Markers
+	front   *front
+	clients []*redis.Client
+}
+
+func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode, error) {
+	ap := cfg.AppProxy
+	log = log.With("mode", "appproxy")
+	coord, err := appproxy.NewCoordinator(ap.CoordinatorURL, ap.APISecret, nil)
+	if err != nil {
+		return nil, fmt.Errorf("appproxy.coordinator_url: %w", err)
+	}
+	apiPort := ap.APIPort
+	if apiPort == 0 {
+		if _, port, err := net.SplitHostPort(cfg.Listen); err == nil {
+			apiPort, _ = strconv.Atoi(port)
+		}
+	}
+	m := &workerMode{}
+	var events *redis.Client
+	if ap.RedisURL != "" && ap.EventsEnabled {
+		if events, err = newRedis(ap, -1); err != nil {
+			return nil, fmt.Errorf("appproxy.redis_url: %w", err)
+		}
+		m.clients = append(m.clients, events)
+	}
+	if ap.RedisURL != "" && ap.LiveMarkers {
+		live, err := newRedis(ap, appproxy.LiveDB)
+		if err != nil {
+			return nil, fmt.Errorf("appproxy.redis_url: %w", err)
+		}
+		m.clients = append(m.clients, live)
+		m.markers = appproxy.NewMarkers(live, 0, log)
+	}
+	router := ingress.NewRouter(ingress.NewTable(ingress.Config{WildcardDomain: ap.WildcardDomain, AggregationHosts: ap.AggregationHosts}, nil))
+	m.applier = reconcile.NewApplier(srv, router, ingress.Config{WildcardDomain: ap.WildcardDomain, AggregationHosts: ap.AggregationHosts},
+		reconcile.Options{RouteMaxConcurrent: ap.RouteMaxConcurrent}, log)
+
+	ready := srv.HoldReady()
+	var once sync.Once
+	apply := func(ctx context.Context, circuits []protocol.Circuit) error {
+		err := m.applier.Apply(ctx, circuits)
+		if err == nil {
+			once.Do(ready) // /readyz waits for the first applied circuit set
+		}
+		return err
+	}
+	m.worker, err = appproxy.NewWorker(appproxy.Config{
+		Registration: protocol.NewInferenceRegistration(ap.Authority, ap.Hostname, apiPort, ap.TLSListen,
+			ap.TLSAdvertised, ap.WildcardDomain, ap.WildcardTrafficPort),
+		Coordinator:       coord,
+		Events:            events,
+		Apply:             apply,
+		HeartbeatPeriod:   ap.HeartbeatPeriod,
+		ReconcileInterval: ap.ReconcileInterval,
+		Logger:            log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.front = &front{relay: srv, own: srv.Handler(), router: router, circuits: m.applier,
+		verifier: ingress.NewVerifier([]byte(ap.JWTSecret)), trusted: cfg.TrustedProxies, markers: m.markers}
+	srv.SetHealthExtra("appproxy", func() any { return m.worker.Status() })
+	srv.SetCircuitLister(func() any { return m.applier.Circuits() })
+	return m, nil
+}
+
+// newRedis connects to the coordinator's [redis] server, selecting db (or the URL's own when
+// db < 0). Pub/Sub ignores the database, so events use the URL as given.
+func newRedis(ap AppProxyConfig, db int) (*redis.Client, error) {
+	if ap.RedisSentinel() {
+		fo, err := redis.ParseFailoverURL(ap.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		if db >= 0 {
+			fo.DB = db
+		}
+		return redis.NewFailoverClient(fo), nil
+	}
+	opts, err := redis.ParseURL(ap.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	if db >= 0 {
+		opts.DB = db
+	}
+	return redis.NewClient(opts), nil
+}
+
+// run drives the coordinator conversation and the background loops until ctx ends; the worker
+// deregisters on the way out. An error means the coordinator rejected our configuration.
+func (m *workerMode) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { m.applier.Run(ctx, 2*time.Second) })
+	if m.markers != nil {
+		wg.Go(func() { m.markers.Run(ctx) })
+	}
+	err := m.worker.Run(ctx)
+	wg.Wait()
+	for _, c := range m.clients {
+		c.Close()
+	}
+	return err
+}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/parsers/toml/v2"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
+)
+
+// option is one setting, reachable as a flag, an environment variable and a file key (the
+// flag name in snake_case), in that order of precedence.
+type option struct {
+	flag, env, def, meta, usage string
+}
+
+func (o option) key() string { return strings.ReplaceAll(o.flag, "-", "_") }
+
+// options mirror the Rust modelrelay-worker's flags and environment names.
+var options = []option{
+	{"proxy-url", "PROXY_URL", "http://127.0.0.1:8080", "URL", "base URL of the relay server (http, https, ws or wss)"},
+	{"worker-secret", "WORKER_SECRET", "", "SECRET", "secret shared with the server for this provider (required)"},
+	{"provider", "PROVIDER_NAME", "local", "NAME", "provider to register with on the server"},
+	{"worker-name", "WORKER_NAME", "worker", "NAME", "name this worker reports to the server"},
+	{"models", "MODELS", "default", "LIST", "comma-separated models served; * = ask the backend's /v1/models"},
+	{"max-concurrency", "MAX_CONCURRENCY", "1", "N", "requests forwarded to the backend at once"},
+	{"backend-url", "BACKEND_URL", "http://127.0.0.1:8000", "URL", "base URL of the local model backend"},
+	{"drain-timeout", "DRAIN_TIMEOUT_SECS", "30", "SECS", "on SIGTERM, how long in-flight requests may finish (seconds or 1m30s)"},
+	{"log-level", "LOG_LEVEL", "info", "LEVEL", "debug, info, warn or error"},
+}
+
+// settings is the resolved configuration.
+type settings struct {
+	ProxyURL       string
+	WorkerSecret   string
+	Provider       string
+	WorkerName     string
+	Models         []string
+	MaxConcurrency int
+	BackendURL     string
+	DrainTimeout   time.Duration
+	LogLevel       slog.Level
+	UnknownKeys    []string // file keys we do not know, to warn about once logging is up
+}
+
+// errHelp and errVersion are not failures: the caller prints and exits 0.
+var (
+	errHelp    = errors.New("help requested")
+	errVersion = errors.New("version requested")
+)
+
+// usageError is a command-line syntax error (exit status 2, like package flag).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+
+// load resolves the settings: flag > environment > --config TOML file > default.
+func load(args []string, lookupEnv func(string) (string, bool)) (settings, error) {
+	fs := flag.NewFlagSet("modelrelay-worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, o := range options {
+		fs.String(o.flag, o.def, o.usage)
+	}
+	configPath := fs.String("config", "", "TOML file with any of the settings above")
+	version := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return settings{}, errHelp
+		}
+		return settings{}, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return settings{}, usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if *version {
+		return settings{}, errVersion
+	}
+
+	k := koanf.New(".")
+	defaults := map[string]any{}
+	for _, o := range options {
+		defaults[o.key()] = o.def
+	}
+	_ = k.Load(confmap.Provider(defaults, "."), nil) // a flat map of strings cannot fail
+	var unknown []string
+	if *configPath != "" {
+		var err error
+		if unknown, err = loadFile(k, *configPath); err != nil {
+			return settings{}, err
+		}
+	}
+	env := map[string]any{}
+	for _, o := range options {
+		if v, ok := lookupEnv(o.env); ok && v != "" {
+			env[o.key()] = v
+		}
+	}
+	_ = k.Load(confmap.Provider(env, "."), nil)
+	set := map[string]any{}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "config" && f.Name != "version" {
+			set[strings.ReplaceAll(f.Name, "-", "_")] = f.Value.String()
+		}
+	})
+	_ = k.Load(confmap.Provider(set, "."), nil)
+
+	s, err := resolve(k)
+	s.UnknownKeys = unknown
+	return s, err
+}
+
+// loadFile merges a TOML file into k and returns the keys it does not know.
+func loadFile(k *koanf.Koanf, path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	f := koanf.New(".")
+	if err := f.Load(rawbytes.Provider(b), toml.Parser()); err != nil {
+		return nil, fmt.Errorf("parse config %s: %s", path, oneLine(err))
+	}
+	var unknown []string
+	for _, key := range f.Keys() {
+		if !slices.ContainsFunc(options, func(o option) bool { return o.key() == key }) {
+			unknown = append(unknown, key)
+		}
+	}
+	if err := k.Merge(f); err != nil {
+		return nil, fmt.Errorf("merge config %s: %w", path, err)
+	}
+	return unknown, nil
+}
+
+func resolve(k *koanf.Koanf) (settings, error) {
+	var s settings
+	var err error
+	str := func(key string) string {
+		if err != nil {
+			return ""
+		}
+		var v string
+		v, err = scalar(k.Get(key), key)
+		return strings.TrimSpace(v)
+	}
+	s.ProxyURL = str("proxy_url")
+	s.WorkerSecret = str("worker_secret")
+	s.Provider = str("provider")
+	s.WorkerName = str("worker_name")
+	s.BackendURL = str("backend_url")
+	concurrency := str("max_concurrency")
+	drain := str("drain_timeout")
+	level := str("log_level")
+	if err != nil {
+		return s, err
+	}
+	if s.Models, err = models(k.Get("models")); err != nil {
+		return s, err
+	}
+	if s.MaxConcurrency, err = parseConcurrency(concurrency); err != nil {
+		return s, err
+	}
+	if s.DrainTimeout, err = parseSeconds(drain); err != nil {
+		return s, fmt.Errorf("drain-timeout: %w", err)
+	}
+	if s.LogLevel, err = parseLevel(level); err != nil {
+		return s, err
+	}
+	if s.WorkerSecret == "" {
+		return s, errors.New("worker secret is required (--worker-secret, WORKER_SECRET, or worker_secret in --config)")
+	}
+	return s, nil
+}
+
+// scalar renders a file, environment or flag value as text; tables and arrays are refused.
+func scalar(v any, key string) (string, error) {
+	switch t := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return t, nil
+	case int64, float64, bool:
+		return fmt.Sprint(t), nil
+	}
+	return "", fmt.Errorf("%s must be a single value", key)
+}
+
+// models accepts a TOML array or a comma list (flags, environment, or a string in the file).
+func models(v any) ([]string, error) {
+	var raw []string
+	switch t := v.(type) {
+	case string:
+		raw = strings.Split(t, ",")
+	case []any:
+		for _, m := range t {
+			s, ok := m.(string)
+			if !ok {
+				return nil, errors.New("models must be an array of strings")
+			}
+			raw = append(raw, s)
+		}
+	default:
+		return nil, errors.New("models must be an array of strings or a comma-separated list")
+	}
+	out := []string{}
+	for _, m := range raw {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func parseConcurrency(v string) (int, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 || n > math.MaxUint32 {
+		return 0, fmt.Errorf("max-concurrency must be a whole number from 1 to %d, got %q", uint32(math.MaxUint32), v)
+	}
+	return int(n), nil
+}
+
+// parseSeconds takes a whole number of seconds (as the Rust flags do) or Go duration text.
+func parseSeconds(v string) (time.Duration, error) {
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("want seconds or a duration like 45s, got %q", v)
+	}
+	return d, nil
+}
+
+func parseLevel(v string) (slog.Level, error) {
+	switch strings.ToLower(v) {
+	case "trace", "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("log-level must be debug, info, warn or error, got %q", v)
+}
+
+// oneLine folds a multi-line parser message (go-toml quotes the offending line) into one.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}

@@ -1,0 +1,133 @@
+package ingress
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Problem is a refusal in the Backend.AI AppProxy worker's wire shape: problem JSON
+// ({"type","title","msg"}) that Backend.AI clients parse, plus an OpenAI-style "error" member so
+// OpenAI SDKs show a readable message instead of a bare status.
+type Problem struct {
+	Status     int    // HTTP status
+	Slug       string // problem type, after https://api.backend.ai/probs/
+	Title      string // the stock worker's title for that type
+	Msg        string // E-code message, as the stock worker words it
+	OpenAIType string // OpenAI error "type"
+	OpenAICode string // OpenAI error "code"
+}
+
+// ProblemBase prefixes every problem type.
+const ProblemBase = "https://api.backend.ai/probs/"
+
+func (p *Problem) Error() string { return p.Msg }
+
+type problemBody struct {
+	Type  string        `json:"type"`
+	Title string        `json:"title"`
+	Msg   string        `json:"msg"`
+	Error openAIProblem `json:"error"`
+}
+
+type openAIProblem struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+}
+
+// MarshalJSON renders the response body.
+func (p *Problem) MarshalJSON() ([]byte, error) {
+	return json.Marshal(problemBody{
+		Type:  ProblemBase + p.Slug,
+		Title: p.Title,
+		Msg:   p.Msg,
+		Error: openAIProblem{Message: p.Msg, Type: p.OpenAIType, Code: p.OpenAICode},
+	})
+}
+
+// ServeHTTP writes the problem as the response. The CORS header matches the stock worker, which
+// sets it on every answer so browser clients can read the error.
+func (p *Problem) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	body, err := p.MarshalJSON()
+	if err != nil { // only strings inside; cannot happen, but never answer with an empty 200
+		body = []byte(`{}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Access-Control-Allow-Origin", "*")
+	if p.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}
+
+const (
+	titleBadRequest  = "Bad request."
+	titleCredentials = "Authentication credentials not valid."
+	titleClientIP    = "Client address not allowed."
+	titleNoWorker    = "Worker not available."
+	titleConnRefused = "Cannot connect to Backend.AI kernel."
+	slugBadRequest   = "generic-bad-request"
+	slugCredentials  = "invalid-credentials"
+	slugClientIP     = "client-ip-not-allowed"
+	slugNoWorker     = "appproxy/worker-not-available"
+	slugConnRefused  = "appproxy/container-connection-refused"
+	kindInvalid      = "invalid_request_error"
+	kindAuth         = "authentication_error"
+	kindPermission   = "permission_error"
+	kindServer       = "server_error"
+	kindUpstream     = "upstream_error"
+	maxSchemeLen     = 16
+)
+
+// UnknownSubdomain is the 400 for a host inside the wildcard domain that no circuit claims.
+func UnknownSubdomain(sub string) *Problem {
+	return &Problem{Status: http.StatusBadRequest, Slug: slugBadRequest, Title: titleBadRequest,
+		Msg: "E20009: Subdomain " + sub + " not registered", OpenAIType: kindInvalid, OpenAICode: "subdomain_not_registered"}
+}
+
+// ClientIPNotAllowed is the 403 for a caller outside a circuit's allow-list.
+func ClientIPNotAllowed() *Problem {
+	return &Problem{Status: http.StatusForbidden, Slug: slugClientIP, Title: titleClientIP,
+		Msg: "E20011: Client address not allowed", OpenAIType: kindPermission, OpenAICode: "client_ip_not_allowed"}
+}
+
+// WorkerNotAvailable is the 503 for a circuit with no usable route.
+func WorkerNotAvailable() *Problem {
+	return &Problem{Status: http.StatusServiceUnavailable, Slug: slugNoWorker, Title: titleNoWorker,
+		Msg: titleNoWorker, OpenAIType: kindServer, OpenAICode: "worker_not_available"}
+}
+
+// ContainerConnectionRefused is the 502 when every replica tried refused the connection.
+func ContainerConnectionRefused() *Problem {
+	return &Problem{Status: http.StatusBadGateway, Slug: slugConnRefused, Title: titleConnRefused,
+		Msg: titleConnRefused, OpenAIType: kindUpstream, OpenAICode: "container_connection_refused"}
+}
+
+func credentialProblem(msg, code string) *Problem {
+	return &Problem{Status: http.StatusUnauthorized, Slug: slugCredentials, Title: titleCredentials,
+		Msg: msg, OpenAIType: kindAuth, OpenAICode: code}
+}
+
+func noAuthorization() *Problem {
+	return credentialProblem("E20006: Authorization header not provided", "authorization_missing")
+}
+
+// unsupportedScheme echoes a real scheme (a short word) in full, but only the first bytes of
+// anything longer: a header without a space is all "scheme", so it may be a bare API key or
+// token, which must not come back in a message that may end up in logs.
+func unsupportedScheme(scheme string) *Problem {
+	if len(scheme) > maxSchemeLen {
+		scheme = scheme[:maxSchemeLen/2] + "..."
+	}
+	return credentialProblem("E20007: Unsupported authorization method "+scheme, "unsupported_authorization_method")
+}
+
+func invalidToken(reason string) *Problem {
+	return credentialProblem("E20008: Invalid authorization token ("+reason+")", "invalid_token")
+}
+
+func tokenMismatch() *Problem {
+	return credentialProblem("E20009: Authorization token mismatch", "token_mismatch")
+}

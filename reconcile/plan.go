@@ -1,0 +1,103 @@
+// Package reconcile turns the coordinator's circuit set into the relay's pools and the ingress
+// table: Plan is a pure function from (circuits, discovered model names) to the desired state,
+// and Applier changes only what differs between that and what is live.
+package reconcile
+
+import (
+	"slices"
+
+	"modelrelay/ingress"
+	"modelrelay/protocol"
+	"modelrelay/relay"
+)
+
+// Options shape every circuit's pool.
+type Options struct {
+	RouteMaxConcurrent int // per-replica concurrency before requests queue; 0 = none
+}
+
+// Desired is what the relay and ingress should look like for one circuit set.
+type Desired struct {
+	Pools    map[string]relay.PoolSpec // by pool name
+	Circuits []ingress.Circuit         // for the ingress table
+	Models   map[string][]string       // model name -> pools serving it, for aggregation hosts
+}
+
+// PoolName is the relay pool that serves a circuit.
+func PoolName(circuitID string) string { return "circuit:" + circuitID }
+
+// Plan computes the desired state. Circuits that cannot be served (interactive, port mode, no
+// subdomain) are left out; so are routes the coordinator marked unhealthy, routes that are
+// not valid, and routes with a traffic ratio of 0 (the coordinator's way to hold traffic).
+func Plan(circuits []protocol.Circuit, models map[string][]string, opts Options) Desired {
+	d := Desired{Pools: make(map[string]relay.PoolSpec, len(circuits)),
+		Circuits: make([]ingress.Circuit, 0, len(circuits)), Models: make(map[string][]string)}
+	for _, c := range circuits {
+		if !c.Serveable() {
+			continue
+		}
+		name := PoolName(c.ID)
+		d.Pools[name] = relay.PoolSpec{
+			Upstreams:   upstreams(c.RouteInfo, opts),
+			ClientHost:  true,
+			Unavailable: ingress.WorkerNotAvailable(),
+			Refused:     ingress.ContainerConnectionRefused(),
+		}
+		for _, model := range modelNames(c, models[c.ID]) {
+			d.Models[model] = append(d.Models[model], name)
+		}
+		d.Circuits = append(d.Circuits, ingress.Circuit{
+			ID:           c.ID,
+			Subdomain:    c.Host(),
+			OpenToPublic: c.OpenToPublic,
+			AllowList:    ingress.ParseAllowList(c.AllowedClientIPs),
+			Pool:         name,
+		})
+	}
+	return d
+}
+
+func upstreams(routes []protocol.Route, opts Options) []relay.UpstreamSpec {
+	out := make([]relay.UpstreamSpec, 0, len(routes))
+	for _, r := range routes {
+		if r.Unhealthy() || r.Valid() != nil || r.TrafficRatio <= 0 {
+			continue
+		}
+		out = append(out, relay.UpstreamSpec{
+			ID:            routeKey(r),
+			URL:           "http://" + r.Addr(),
+			Weight:        r.TrafficRatio,
+			MaxConcurrent: opts.RouteMaxConcurrent,
+		})
+	}
+	return out
+}
+
+// routeKey identifies a replica. A new route_id at the same address is a kernel swap, so it
+// must be a new upstream with fresh health and connections.
+func routeKey(r protocol.Route) string {
+	if r.RouteID != nil && *r.RouteID != "" {
+		return *r.RouteID + "@" + r.Addr()
+	}
+	return r.SessionID + "@" + r.Addr()
+}
+
+// modelNames are what aggregation hosts route by: the replicas' model ids, then the circuit's
+// app name when it has one.
+func modelNames(c protocol.Circuit, discovered []string) []string {
+	names := slices.Clone(discovered)
+	if c.App != "" && !slices.Contains(names, c.App) {
+		names = append(names, c.App)
+	}
+	return names
+}
+
+// sameSpec reports whether applying b over a would change nothing. The problem handlers are
+// the same answers every time, so they do not count.
+func sameSpec(a, b relay.PoolSpec) bool {
+	return a.ClientHost == b.ClientHost && slices.EqualFunc(a.Upstreams, b.Upstreams,
+		func(x, y relay.UpstreamSpec) bool {
+			return x.ID == y.ID && x.URL == y.URL && x.Weight == y.Weight && x.MaxConcurrent == y.MaxConcurrent &&
+				slices.Equal(x.Models, y.Models)
+		})
+}

@@ -1,0 +1,190 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+
+	"modelrelay/protocol"
+)
+
+// maxCompleteBody caps a non-streaming backend answer: it travels in one frame, and the server
+// only promises to read frames of 64 MiB (escaping can double a JSON body).
+const maxCompleteBody = 32 << 20
+
+// readSize is the most one response_chunk carries.
+const readSize = 32 << 10
+
+// errServerCancel is the cause of a job's context when the server sent cancel.
+var errServerCancel = errors.New("cancelled by the server")
+
+// backend is the local inference server the daemon forwards to.
+type backend struct {
+	base   string
+	client *http.Client
+	log    *slog.Logger
+}
+
+func newBackend(base string, client *http.Client, dialTimeout time.Duration, log *slog.Logger) *backend {
+	if client == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// Asking for gzip would make net/http decompress transparently; asking for nothing
+		// keeps the bytes we relay exactly the bytes the backend sent.
+		t.DisableCompression = true
+		t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+		t.MaxIdleConnsPerHost = 64
+		client = &http.Client{Transport: t}
+	}
+	return &backend{base: strings.TrimRight(base, "/"), client: client, log: log}
+}
+
+// fail turns a transport error into the 502 for one request. The operator's log gets the
+// whole error; the client gets words that do not reveal where the backend lives.
+func (b *backend) fail(ctx context.Context, req protocol.Request, what string, err error) protocol.ResponseComplete {
+	level := slog.LevelWarn
+	if ctx.Err() != nil { // cancelled by the server or the daemon: expected, not a fault
+		level = slog.LevelDebug
+	}
+	b.log.Log(ctx, level, what, "request_id", req.RequestID, "path", req.EndpointPath, "error", err)
+	return backendFailure(what+": "+describe(err)).complete(req.RequestID, req.EndpointPath)
+}
+
+func (b *backend) closeIdle() { b.client.CloseIdleConnections() }
+
+// emitFunc hands one streamed piece of the body to the session.
+type emitFunc func(chunk string) error
+
+// forward runs one request against the backend and returns its response_complete. It never
+// fails: a backend that cannot be reached becomes a 502. When ctx is cancelled the backend
+// call is aborted and the returned status is meaningless; the caller decides what to send.
+func (b *backend) forward(ctx context.Context, req protocol.Request, emit emitFunc) protocol.ResponseComplete {
+	if !strings.HasPrefix(req.EndpointPath, "/") {
+		return failPath.complete(req.RequestID, req.EndpointPath)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+req.EndpointPath,
+		strings.NewReader(req.Body))
+	if err != nil {
+		return failPath.complete(req.RequestID, req.EndpointPath)
+	}
+	hreq.Header = backendRequestHeaders(req.Headers)
+	resp, err := b.client.Do(hreq)
+	if err != nil {
+		return b.fail(ctx, req, "backend request failed", err)
+	}
+	defer resp.Body.Close()
+	// A streaming request the backend refused (a 4xx with a JSON error) is relayed whole, so
+	// the client sees the backend's status instead of a 200 event stream holding an error.
+	if req.IsStreaming && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return b.stream(ctx, req, resp, emit)
+	}
+	return b.whole(ctx, req, resp)
+}
+
+func (b *backend) whole(ctx context.Context, req protocol.Request, resp *http.Response) protocol.ResponseComplete {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCompleteBody+1))
+	if err != nil {
+		return b.fail(ctx, req, "reading backend response", err)
+	}
+	if len(body) > maxCompleteBody {
+		return backendFailure(fmt.Sprintf("backend response exceeds %d bytes", maxCompleteBody)).
+			complete(req.RequestID, req.EndpointPath)
+	}
+	s := string(body)
+	return protocol.ResponseComplete{RequestID: req.RequestID, StatusCode: uint16(resp.StatusCode),
+		Headers: frameHeaders(resp.Header), Body: &s}
+}
+
+// stream sends one chunk per backend read, cut on rune boundaries, then a response_complete
+// with an empty body carrying the backend's status and headers.
+func (b *backend) stream(ctx context.Context, req protocol.Request, resp *http.Response, emit emitFunc) protocol.ResponseComplete {
+	var cut runeCutter
+	buf := make([]byte, readSize)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if piece := cut.cut(buf[:n]); len(piece) > 0 {
+				if eerr := emit(string(piece)); eerr != nil {
+					return backendFailure("relaying stream: "+eerr.Error()).complete(req.RequestID, req.EndpointPath)
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			// Chunks already reached the server; this ends the stream there.
+			return b.fail(ctx, req, "backend stream failed", err)
+		}
+	}
+	if rest := cut.flush(); len(rest) > 0 {
+		if err := emit(string(rest)); err != nil {
+			return backendFailure("relaying stream: "+err.Error()).complete(req.RequestID, req.EndpointPath)
+		}
+	}
+	empty := ""
+	return protocol.ResponseComplete{RequestID: req.RequestID, StatusCode: uint16(resp.StatusCode),
+		Headers: frameHeaders(resp.Header), Body: &empty}
+}
+
+// models asks the backend which models it serves (OpenAI GET /v1/models).
+func (b *backend) models(ctx context.Context) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/v1/models", nil)
+	if err != nil {
+		return nil, fmt.Errorf("build models request: %w", err)
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("list backend models: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("list backend models: status %d", resp.StatusCode)
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list); err != nil {
+		return nil, fmt.Errorf("decode backend models: %w", err)
+	}
+	ids := make([]string, 0, len(list.Data))
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	if ids = cleanModels(ids); len(ids) == 0 {
+		return nil, errors.New("backend lists no models")
+	}
+	return ids, nil
+}
+
+// describe says what went wrong in words fit for an API client: the full error (logged for
+// the operator) names the backend's address, which clients have no business knowing.
+func describe(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "request cancelled"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "connection reset"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "connection closed before the response ended"
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return "backend host not found"
+	}
+	return "backend unreachable"
+}

@@ -1,0 +1,105 @@
+package daemon
+
+import (
+	"net/http"
+	"strings"
+
+	"modelrelay/protocol"
+)
+
+// hopByHop are the headers that describe one connection, not the message (RFC 9110 7.6.1).
+var hopByHop = map[string]bool{
+	"connection":          true,
+	"keep-alive":          true,
+	"proxy-connection":    true,
+	"te":                  true,
+	"trailer":             true,
+	"transfer-encoding":   true,
+	"upgrade":             true,
+	"proxy-authenticate":  true,
+	"proxy-authorization": true,
+}
+
+// dropped reports whether a header must not cross the relay. Host and length belong to the
+// next hop; accept-encoding is dropped on requests so the backend answers uncompressed,
+// because bodies travel as JSON strings and must stay text.
+func dropped(name string, connectionListed map[string]bool) bool {
+	return name == "host" || name == "content-length" || hopByHop[name] ||
+		strings.HasPrefix(name, "proxy-") || connectionListed[name]
+}
+
+// connectionTokens returns the header names listed in a Connection value.
+func connectionTokens(value string) map[string]bool {
+	if value == "" {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, tok := range strings.Split(value, ",") {
+		if tok = strings.ToLower(strings.TrimSpace(tok)); tok != "" {
+			out[tok] = true
+		}
+	}
+	return out
+}
+
+// backendRequestHeaders turns the frame's headers into the backend request's, dropping what
+// must not be forwarded and anything net/http would refuse to send.
+func backendRequestHeaders(in protocol.Headers) http.Header {
+	out := make(http.Header, len(in))
+	var conn string
+	for name, value := range in {
+		if strings.EqualFold(name, "connection") {
+			conn = value
+		}
+	}
+	listed := connectionTokens(conn)
+	for name, value := range in {
+		lname := strings.ToLower(name)
+		if dropped(lname, listed) || lname == "accept-encoding" || !validHeader(lname, value) {
+			continue
+		}
+		out.Set(lname, value)
+	}
+	return out
+}
+
+// frameHeaders turns the backend response's headers into a frame's: lowercase names, repeated
+// values joined with ", ", the same filtering as requests.
+func frameHeaders(in http.Header) protocol.Headers {
+	listed := connectionTokens(strings.Join(in.Values("Connection"), ","))
+	out := make(protocol.Headers, len(in))
+	for name, values := range in {
+		lname := strings.ToLower(name)
+		if dropped(lname, listed) || len(values) == 0 {
+			continue
+		}
+		out[lname] = strings.Join(values, ", ")
+	}
+	return out
+}
+
+// validHeader is the subset of RFC 9110 field syntax net/http enforces before sending.
+func validHeader(name, value string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTokenChar(name[i]) {
+			return false
+		}
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c == '\r' || c == '\n' || c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
