@@ -44,7 +44,7 @@ type adminWorker struct {
 
 func (s *Server) handleAdminWorkers(w http.ResponseWriter, _ *http.Request) {
 	workers := []adminWorker{}
-	for name, p := range *s.pools.Load() {
+	s.eachPool(func(name string, p *Pool) {
 		for _, m := range p.view().members {
 			if m.Kind == "worker" {
 				workers = append(workers, adminWorker{WorkerID: m.ID, Provider: name, WorkerName: m.Name,
@@ -52,14 +52,14 @@ func (s *Server) handleAdminWorkers(w http.ResponseWriter, _ *http.Request) {
 					InFlightCount: m.InFlight, IsDraining: m.Draining})
 			}
 		}
-	}
+	})
 	writeJSON(w, http.StatusOK, map[string]any{"workers": workers})
 }
 
 func (s *Server) handleAdminStats(w http.ResponseWriter, _ *http.Request) {
 	depth := map[string]int{}
 	workers, upstreams, inFlight := 0, 0, 0
-	for name, p := range *s.pools.Load() {
+	s.eachPool(func(name string, p *Pool) {
 		v := p.view()
 		depth[name] = v.queued
 		for _, m := range v.members {
@@ -70,7 +70,7 @@ func (s *Server) handleAdminStats(w http.ResponseWriter, _ *http.Request) {
 				upstreams++
 			}
 		}
-	}
+	})
 	writeJSON(w, http.StatusOK, map[string]any{
 		"queue_depth":    depth,
 		"active_workers": workers,

@@ -76,11 +76,11 @@ func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, p := range *c.s.pools.Load() {
+	c.s.eachPool(func(name string, p *Pool) {
 		view := p.view()
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(view.queued), name)
 		for _, m := range view.members {
 			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(m.InFlight), name, m.ID)
 		}
-	}
+	})
 }

@@ -36,7 +36,7 @@ func (s *Server) SetUpstreamPool(name string, spec PoolSpec) error {
 	p := s.pool(name)
 	if p == nil {
 		p = newPool(name, s.opts.MaxQueueLen, true, s.timings.KeepKnown)
-		s.storePoolLocked(name, p)
+		s.pools.Store(name, p)
 	}
 	s.poolsMu.Unlock()
 
@@ -98,7 +98,7 @@ func (s *Server) RemovePool(name string) {
 	s.poolsMu.Lock()
 	p := s.pool(name)
 	if p != nil {
-		s.storePoolLocked(name, nil)
+		s.pools.Delete(name)
 	}
 	s.poolsMu.Unlock()
 	if p != nil {
@@ -123,7 +123,7 @@ func (s *Server) healthLoop(ctx context.Context) {
 
 func (s *Server) probeAll(ctx context.Context) {
 	var targets []*upstream
-	for _, p := range *s.pools.Load() {
+	s.eachPool(func(_ string, p *Pool) {
 		p.mu.Lock()
 		for _, m := range p.members {
 			if u, ok := m.target.(*upstream); ok {
@@ -131,7 +131,7 @@ func (s *Server) probeAll(ctx context.Context) {
 			}
 		}
 		p.mu.Unlock()
-	}
+	})
 	sem := make(chan struct{}, 64) // bounded: a large circuit set must not open thousands of sockets at once
 	var wg sync.WaitGroup
 	for _, u := range targets {

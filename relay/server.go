@@ -79,8 +79,8 @@ type Server struct {
 	metrics *metrics
 	started time.Time
 
-	poolsMu sync.Mutex                       // serializes writers; readers load the map
-	pools   atomic.Pointer[map[string]*Pool] // copy-on-write: the request path takes no lock
+	poolsMu sync.Mutex // serializes pool creation and removal
+	pools   sync.Map   // name -> *Pool; the request path reads it without a lock
 
 	sessions    sync.Map // worker id -> *workerSession
 	authLimiter *authLimiter
@@ -132,8 +132,6 @@ func New(opts Options) (*Server, error) {
 		upstreams:   newUpstreamClient(),
 	}
 	s.hardStop, s.stop = context.WithCancelCause(context.Background())
-	empty := map[string]*Pool{}
-	s.pools.Store(&empty)
 	s.metrics = newMetrics(s)
 	pool := s.relayPool(opts.Provider)
 	for i, b := range opts.Backends {
@@ -153,7 +151,10 @@ func New(opts Options) (*Server, error) {
 
 // pool returns the named pool, or nil.
 func (s *Server) pool(name string) *Pool {
-	return (*s.pools.Load())[name]
+	if p, ok := s.pools.Load(name); ok {
+		return p.(*Pool)
+	}
+	return nil
 }
 
 // relayPool returns the pool of a relay provider, creating it on first use: relay pools queue
@@ -168,22 +169,16 @@ func (s *Server) relayPool(name string) *Pool {
 		return p
 	}
 	p := newPool(name, s.opts.MaxQueueLen, false, s.timings.KeepKnown)
-	s.storePoolLocked(name, p)
+	s.pools.Store(name, p)
 	return p
 }
 
-func (s *Server) storePoolLocked(name string, p *Pool) {
-	old := *s.pools.Load()
-	next := make(map[string]*Pool, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	if p == nil {
-		delete(next, name)
-	} else {
-		next[name] = p
-	}
-	s.pools.Store(&next)
+// eachPool calls fn for every pool.
+func (s *Server) eachPool(fn func(name string, p *Pool)) {
+	s.pools.Range(func(k, v any) bool {
+		fn(k.(string), v.(*Pool))
+		return true
+	})
 }
 
 // HoldReady keeps /readyz at 503 until the returned func is called (AppProxy mode holds it
@@ -214,9 +209,7 @@ func (s *Server) Run(ctx context.Context) {
 // fails what is still running with 503.
 func (s *Server) Drain(ctx context.Context) {
 	s.draining.Store(true)
-	for _, p := range *s.pools.Load() {
-		p.failQueued(errShuttingDown, false)
-	}
+	s.eachPool(func(_ string, p *Pool) { p.failQueued(errShuttingDown, false) })
 	s.sessions.Range(func(_, v any) bool {
 		v.(*workerSession).drain(s.opts.DrainTimeout, reasonServerShutdown)
 		return true

@@ -80,7 +80,7 @@ type healthExtra struct {
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	workers := []healthWorker{}
 	queued := 0
-	for name, p := range *s.pools.Load() {
+	s.eachPool(func(name string, p *Pool) {
 		v := p.view()
 		queued += v.queued
 		for _, m := range v.members {
@@ -89,7 +89,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 					InFlight: m.InFlight, MaxConcurrent: m.MaxConcurrent, IsDraining: m.Draining})
 			}
 		}
-	}
+	})
 	slices.SortFunc(workers, func(a, b healthWorker) int { return compareWorkerIDs(a.ID, b.ID) })
 	body := map[string]any{
 		"status":            "ok",

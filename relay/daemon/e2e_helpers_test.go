@@ -80,9 +80,10 @@ func (r *relayServer) url() string { return r.http.URL }
 type health struct {
 	WorkersConnected int `json:"workers_connected"`
 	Workers          []struct {
-		ID       string   `json:"id"`
-		Models   []string `json:"models"`
-		InFlight int      `json:"in_flight"`
+		ID         string   `json:"id"`
+		Models     []string `json:"models"`
+		InFlight   int      `json:"in_flight"`
+		IsDraining bool     `json:"is_draining"`
 	} `json:"workers"`
 }
 

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -465,4 +466,103 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestE2ESingleSlotDaemonServesConcurrentClientsInTurn(t *testing.T) {
+	var inFlight, peak atomic.Int32
+	backend, _ := recordingBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // hold the slot long enough for the others to queue
+		io.WriteString(w, `{}`)
+	})
+	rs := startRelay(t, relay.Options{}, nil)
+	startDaemon(t, rs.url(), backend, func(c *daemon.Config) { c.MaxConcurrency = 1 })
+	rs.waitWorkers(t, 1)
+	results := make(chan int, 5)
+	for range cap(results) {
+		go func() {
+			resp := post(t, context.Background(), rs.url()+"/v1/chat/completions", `{"model":"m1"}`, nil)
+			readAll(t, resp)
+			results <- resp.StatusCode
+		}()
+	}
+	for range cap(results) {
+		if code := <-results; code != 200 {
+			t.Errorf("status %d", code)
+		}
+	}
+	if p := peak.Load(); p != 1 {
+		t.Errorf("backend saw %d requests at once from a max-concurrency-1 worker", p)
+	}
+}
+
+func TestE2EHeartbeatKeepsBusyWorkerRegistered(t *testing.T) {
+	backend, _ := recordingBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(30 * time.Millisecond) // each request outlasts a heartbeat interval
+		io.WriteString(w, `{}`)
+	})
+	rs := startRelay(t, relay.Options{Timings: relay.Timings{
+		HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond}}, nil)
+	startDaemon(t, rs.url(), backend, nil)
+	first := rs.waitWorkers(t, 1)
+	for range 20 { // 600 ms: six heartbeat timeouts' worth
+		resp := post(t, t.Context(), rs.url()+"/v1/chat/completions", `{"model":"m1"}`, nil)
+		if readAll(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if after := rs.waitWorkers(t, 1); after.Workers[0].ID != first.Workers[0].ID {
+		t.Errorf("worker was dropped and re-registered: %s then %s", first.Workers[0].ID, after.Workers[0].ID)
+	}
+}
+
+func TestE2ERequestTimeoutCancelsBackendCall(t *testing.T) {
+	b := blockingBackend(t)
+	rs := startRelay(t, relay.Options{RequestTimeout: 300 * time.Millisecond}, nil)
+	startDaemon(t, rs.url(), b.url, nil)
+	rs.waitWorkers(t, 1)
+	resp := post(t, t.Context(), rs.url()+"/v1/chat/completions", `{"model":"m1"}`, nil)
+	if got := readAll(t, resp); resp.StatusCode != 504 {
+		t.Errorf("client got %d %q", resp.StatusCode, got)
+	}
+	within(t, b.gone, wait, "backend abort after the request timeout")
+}
+
+func TestE2EServerDrainLetsDaemonFinish(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		io.WriteString(w, `{"done":true}`)
+	}))
+	t.Cleanup(backend.Close)
+	rs := startRelay(t, relay.Options{}, nil)
+	startDaemon(t, rs.url(), backend.URL, nil)
+	rs.waitWorkers(t, 1)
+	result := make(chan string, 1)
+	go func() {
+		resp := post(t, context.Background(), rs.url()+"/v1/chat/completions", `{"model":"m1"}`, nil)
+		result <- fmt.Sprintf("%d %s", resp.StatusCode, readAll(t, resp))
+	}()
+	<-arrived
+	drained := make(chan struct{})
+	go func() { defer close(drained); rs.srv.Drain(context.Background()) }()
+	rs.waitFor(t, "worker draining", func(h health) bool { return h.WorkersConnected == 0 || h.Workers[0].IsDraining })
+	close(release)
+	if got := within(t, result, wait, "in-flight answer"); got != `200 {"done":true}` {
+		t.Fatalf("client got %s", got)
+	}
+	select {
+	case <-drained:
+	case <-time.After(wait):
+		t.Fatal("server drain did not finish")
+	}
 }
