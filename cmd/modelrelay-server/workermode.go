@@ -43,19 +43,18 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 	}
 	m := &workerMode{}
 	var events *redis.Client
-	if ap.RedisURL != "" && ap.EventsEnabled {
-		if events, err = newRedis(ap, -1); err != nil {
-			return nil, fmt.Errorf("appproxy.redis_url: %w", err)
+	if ap.RedisURL != "" && (ap.EventsEnabled || ap.LiveMarkers) {
+		var live *redis.Client
+		if events, live, err = appproxy.RedisClients(ap.RedisURL); err != nil {
+			return nil, fmt.Errorf("appproxy.%w", err)
 		}
-		m.clients = append(m.clients, events)
-	}
-	if ap.RedisURL != "" && ap.LiveMarkers {
-		live, err := newRedis(ap, appproxy.LiveDB)
-		if err != nil {
-			return nil, fmt.Errorf("appproxy.redis_url: %w", err)
+		m.clients = append(m.clients, events, live)
+		if ap.LiveMarkers {
+			m.markers = appproxy.NewMarkers(live, 0, log)
 		}
-		m.clients = append(m.clients, live)
-		m.markers = appproxy.NewMarkers(live, 0, log)
+		if !ap.EventsEnabled {
+			events = nil
+		}
 	}
 	router := ingress.NewRouter(ingress.NewTable(ingress.Config{WildcardDomain: ap.WildcardDomain, AggregationHosts: ap.AggregationHosts}, nil))
 	m.applier = reconcile.NewApplier(srv, router, ingress.Config{WildcardDomain: ap.WildcardDomain, AggregationHosts: ap.AggregationHosts},
@@ -88,29 +87,6 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 	srv.SetHealthExtra("appproxy", func() any { return m.worker.Status() })
 	srv.SetCircuitLister(func() any { return m.applier.Circuits() })
 	return m, nil
-}
-
-// newRedis connects to the coordinator's [redis] server, selecting db (or the URL's own when
-// db < 0). Pub/Sub ignores the database, so events use the URL as given.
-func newRedis(ap AppProxyConfig, db int) (*redis.Client, error) {
-	if ap.RedisSentinel() {
-		fo, err := redis.ParseFailoverURL(ap.RedisURL)
-		if err != nil {
-			return nil, err
-		}
-		if db >= 0 {
-			fo.DB = db
-		}
-		return redis.NewFailoverClient(fo), nil
-	}
-	opts, err := redis.ParseURL(ap.RedisURL)
-	if err != nil {
-		return nil, err
-	}
-	if db >= 0 {
-		opts.DB = db
-	}
-	return redis.NewClient(opts), nil
 }
 
 // run drives the coordinator conversation and the background loops until ctx ends; the worker
