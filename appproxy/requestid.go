@@ -5,9 +5,10 @@ import (
 	"encoding/hex"
 )
 
-// newRequestID returns a random (version 4) UUID for X-BackendAI-RequestID; the coordinator
-// rejects requests without one, and a fresh one per request keeps its logs apart.
-func newRequestID() string {
+// NewUUID returns a random (version 4) UUID, as the coordinator expects in
+// X-BackendAI-RequestID (it rejects requests without one; a fresh one per request keeps its logs
+// apart) and in circuit, route and session ids.
+func NewUUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	b[6] = b[6]&0x0f | 0x40

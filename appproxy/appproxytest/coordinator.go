@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"modelrelay/appproxy"
 	"modelrelay/protocol"
 )
 
@@ -181,7 +182,7 @@ func (c *Coordinator) register(w http.ResponseWriter, r *http.Request, body []by
 	c.mu.Lock()
 	row := c.byAuthority(authority)
 	if row == nil {
-		row = &workerRow{id: newUUID(), created: timestamp()}
+		row = &workerRow{id: appproxy.NewUUID(), created: timestamp()}
 		c.workers[row.id] = row
 	}
 	row.reg = reg

@@ -182,7 +182,7 @@ func TestSignalDrainsAndExitsZero(t *testing.T) {
 	var errOut bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(signals, func() {}, []string{"--proxy-url", "http://127.0.0.1:1", "--log-level", "debug"},
+		done <- run(signals, func() {}, []string{"--proxy-url", "http://u:hunter3@127.0.0.1:1", "--log-level", "debug"},
 			envOf(map[string]string{"WORKER_SECRET": "hunter2"}), &bytes.Buffer{}, &errOut)
 	}()
 	signal()
@@ -194,7 +194,7 @@ func TestSignalDrainsAndExitsZero(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("did not exit after the signal")
 	}
-	if strings.Contains(errOut.String(), "hunter2") {
+	if strings.Contains(errOut.String(), "hunter2") || strings.Contains(errOut.String(), "hunter3") {
 		t.Errorf("secret logged: %s", errOut.String())
 	}
 }

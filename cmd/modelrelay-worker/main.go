@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -59,9 +60,9 @@ func run(signals context.Context, stopSignals func(), args []string,
 		fmt.Fprintf(stderr, "modelrelay-worker: %v\n", err)
 		return 1
 	}
-	log.Info("modelrelay-worker starting", "version", version, "proxy", s.ProxyURL,
+	log.Info("modelrelay-worker starting", "version", version, "proxy", redacted(s.ProxyURL),
 		"provider", s.Provider, "name", s.WorkerName, "models", strings.Join(s.Models, ","),
-		"max_concurrency", s.MaxConcurrency, "backend", s.BackendURL)
+		"max_concurrency", s.MaxConcurrency, "backend", redacted(s.BackendURL))
 
 	// Run gets its own context: a signal means drain, not abort.
 	runCtx, abort := context.WithCancel(context.Background())
@@ -117,4 +118,13 @@ Example:
 On SIGTERM the worker stops taking requests, lets in-flight ones finish for up to
 --drain-timeout, then exits 0. A second signal exits at once.
 `)
+}
+
+// redacted hides a password in a URL (https://user:pass@host) before it is logged.
+func redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<invalid url>"
+	}
+	return u.Redacted()
 }
