@@ -34,6 +34,7 @@ type Subscriber struct {
 	// IdleProbe is the silence after which the connection is pinged; no answer within another
 	// IdleProbe means it is dead. Default 30 s.
 	IdleProbe time.Duration
+	Metrics   *Metrics // nil counts nothing
 
 	connected atomic.Bool
 }
@@ -115,6 +116,7 @@ func (s *Subscriber) receive(ctx context.Context, ps *redis.PubSub) error {
 func (s *Subscriber) deliver(ctx context.Context, data []byte) {
 	ev, err := protocol.DecodeEvent(data)
 	if err != nil {
+		s.Metrics.event("malformed")
 		s.logger().Warn("appproxy events: skipping malformed message",
 			"bytes", len(data), "head", snippet(data), "err", oneLine(err.Error(), ""))
 		return

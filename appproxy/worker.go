@@ -37,6 +37,8 @@ type Config struct {
 	// DeregisterTimeout bounds the DELETE on shutdown. Default 5 s.
 	DeregisterTimeout time.Duration
 	Logger            *slog.Logger
+	// Metrics counts calls, events and acks; nil counts nothing.
+	Metrics *Metrics
 }
 
 // Worker is this process as the coordinator sees it: an AppProxy worker. It subscribes to the
@@ -87,6 +89,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 			OnSubscribed: w.onSubscribed,
 			OnEvent:      w.onEvent,
 			Logger:       w.log,
+			Metrics:      cfg.Metrics,
 			MinBackoff:   cfg.MinBackoff,
 			MaxBackoff:   cfg.MaxBackoff,
 			IdleProbe:    cfg.EventsIdleProbe,
@@ -204,6 +207,7 @@ func (w *Worker) tryRegister(ctx context.Context, register *time.Timer, bo *back
 func (w *Worker) register(ctx context.Context) error {
 	w.attempts++
 	rec, err := w.cfg.Coordinator.Register(ctx, w.cfg.Registration)
+	w.cfg.Metrics.call("register", err)
 	if err != nil {
 		return err
 	}
@@ -230,6 +234,7 @@ func (w *Worker) heartbeat(ctx context.Context, register *time.Timer) {
 		return
 	}
 	_, err := w.cfg.Coordinator.Heartbeat(ctx, id)
+	w.cfg.Metrics.call("heartbeat", err)
 	switch {
 	case err == nil:
 		w.setHeartbeatOK(true)
@@ -248,6 +253,7 @@ func (w *Worker) pull(ctx context.Context, register *time.Timer) {
 		return
 	}
 	cs, err := w.cfg.Coordinator.Circuits(ctx, id)
+	w.cfg.Metrics.call("pull", err)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		w.forgotten(register, "circuit pull")
@@ -281,6 +287,7 @@ func (w *Worker) deregister(ctx context.Context) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DeregisterTimeout)
 	defer cancel()
 	err := w.cfg.Coordinator.Deregister(dctx, id)
+	w.cfg.Metrics.call("deregister", err)
 	w.mu.Lock()
 	w.registered = false
 	w.mu.Unlock()

@@ -25,6 +25,7 @@ func (w *Worker) onEvent(ctx context.Context, ev protocol.Event) {
 }
 
 func (w *Worker) handle(ctx context.Context, ev protocol.Event) {
+	w.cfg.Metrics.event(eventKind(ev))
 	switch e := ev.(type) {
 	case *protocol.CircuitCreated:
 		if w.ours(e.Authority, ev) {
@@ -80,7 +81,9 @@ func (w *Worker) created(ctx context.Context, e *protocol.CircuitCreated) {
 	if w.acker == nil {
 		return
 	}
-	if err := w.acker.Ack(ctx, w.cfg.Registration.Authority, e.CircuitsJSON); err != nil {
+	err := w.acker.Ack(ctx, w.cfg.Registration.Authority, e.CircuitsJSON)
+	w.cfg.Metrics.ack(err)
+	if err != nil {
 		w.log.Error("appproxy ack failed", "err", err)
 		return
 	}
@@ -98,4 +101,16 @@ func (w *Worker) serveable(cs []protocol.Circuit, level slog.Level) []protocol.C
 		out = append(out, c)
 	}
 	return out
+}
+
+func eventKind(ev protocol.Event) string {
+	switch ev.(type) {
+	case *protocol.CircuitCreated:
+		return "created"
+	case *protocol.CircuitRemoved:
+		return "removed"
+	case *protocol.CircuitRouteUpdated:
+		return "route_updated"
+	}
+	return "other"
 }

@@ -203,3 +203,22 @@ func (a *Applier) Circuits() []CircuitView {
 	}
 	return views
 }
+
+// HealthyReplicas counts the replicas of every applied circuit that take traffic.
+func (a *Applier) HealthyReplicas() int {
+	a.mu.Lock()
+	names := make([]string, 0, len(a.applied))
+	for name := range a.applied {
+		names = append(names, name)
+	}
+	a.mu.Unlock()
+	n := 0
+	for _, name := range names {
+		for _, m := range a.relay.PoolMembers(name) {
+			if m.Healthy {
+				n++
+			}
+		}
+	}
+	return n
+}

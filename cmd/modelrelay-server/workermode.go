@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"modelrelay/appproxy"
@@ -75,6 +76,7 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 		Coordinator:       coord,
 		Events:            events,
 		Apply:             apply,
+		Metrics:           appproxy.NewMetrics(srv.Registry()),
 		HeartbeatPeriod:   ap.HeartbeatPeriod,
 		ReconcileInterval: ap.ReconcileInterval,
 		Logger:            log,
@@ -86,6 +88,16 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 		verifier: ingress.NewVerifier([]byte(ap.JWTSecret)), trusted: cfg.TrustedProxies, markers: m.markers}
 	srv.SetHealthExtra("appproxy", func() any { return m.worker.Status() })
 	srv.SetCircuitLister(func() any { return m.applier.Circuits() })
+	srv.Registry().MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "modelrelay_appproxy_circuits", Help: "Circuits assigned to this worker."},
+			func() float64 { return float64(m.worker.Status().Circuits) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "modelrelay_appproxy_replicas_healthy", Help: "Circuit replicas taking traffic."},
+			func() float64 { return float64(m.applier.HealthyReplicas()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "modelrelay_appproxy_registered", Help: "1 while registered with the coordinator."},
+			func() float64 { return boolGauge(m.worker.Status().Registered) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "modelrelay_appproxy_events_connected", Help: "1 while subscribed to the events channel."},
+			func() float64 { return boolGauge(m.worker.Status().EventsConnected) }),
+	)
 	return m, nil
 }
 
@@ -103,4 +115,11 @@ func (m *workerMode) run(ctx context.Context) error {
 		c.Close()
 	}
 	return err
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
