@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -50,6 +51,7 @@ func (s *Server) ServeInferenceFor(w http.ResponseWriter, r *http.Request, d Dia
 			out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
 			s.run(r.Context(), req, s.choosePool(pools, f.Model), out)
 			s.metrics.observe(route, out.status, arrival, out.ttfb)
+			s.logRequest(r, req, out)
 			return
 		}
 	}
@@ -238,4 +240,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// logRequest writes the per-request debug line; the level check keeps it free when off.
+func (s *Server) logRequest(r *http.Request, req *Request, out *responder) {
+	if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	s.log.Debug("request", "request_id", req.ID, "route", r.URL.Path, "model", req.Model, "stream", req.Streaming,
+		"status", out.status, "requeues", req.requeues, "ttfb_ms", out.ttfb.Milliseconds(),
+		"duration_ms", time.Since(req.arrival).Milliseconds(), "bytes", out.streamed)
 }

@@ -51,6 +51,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if addr := getenv("MODELRELAY_PPROF"); addr != "" {
+		startProfiler(ctx, addr, log)
+	}
 	if err := serve(ctx, cfg, log); err != nil {
 		fmt.Fprintln(stderr, "modelrelay-server:", err)
 		return 1
