@@ -1,9 +1,6 @@
 package relay
 
-import (
-	"slices"
-	"time"
-)
+import "slices"
 
 // memberKind says which kind of target a pool member is.
 type memberKind uint8
@@ -16,24 +13,23 @@ const (
 // member is a target's dispatch state inside its pool. Every field below target is guarded by
 // the pool's mutex: selection reads them all at once, so they live together.
 type member struct {
-	id     string
-	kind   memberKind
-	seq    uint64 // registration order within the process
-	target target
-
-	models        []string            // advertised, sanitized, registration order
-	modelSet      map[string]struct{} // only for long lists; short ones are scanned
-	star          bool                // serves any model
-	maxConcurrent int                 // 0 = no cap (upstreams only)
-	reported      int                 // worker-reported load; +1 per assignment, -1 per completion
-	inFlight      int
+	// Read by every selection: kept together at the front.
+	kind          memberKind
+	star          bool // serves any model
 	draining      bool
-	gone          bool    // removed from its pool; late releases must not dispatch
-	unhealthy     bool    // upstreams: failed probes or consecutive connection failures
-	connFailures  int     // upstreams: consecutive connection failures (passive health)
+	gone          bool // removed from its pool; late releases must not dispatch
+	unhealthy     bool // upstreams: failed probes or consecutive connection failures
+	maxConcurrent int  // 0 = no cap (upstreams only)
+	reported      int  // worker-reported load; +1 per assignment, -1 per completion
+	inFlight      int
 	weight        float64 // upstreams: traffic ratio; workers: 1
+	seq           uint64  // registration order within the process
 	swrrCurrent   float64 // smooth weighted round-robin state
-	lastUsed      time.Time
+
+	id       string
+	target   target
+	models   []string            // advertised, sanitized, registration order (without "*")
+	modelSet map[string]struct{} // only for long lists; short ones are scanned
 }
 
 // modelSetThreshold is where a map beats scanning a short slice of strings.

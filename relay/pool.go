@@ -24,6 +24,8 @@ type Pool struct {
 	members    []*member // registration order
 	queue      requestQueue
 	cursor     map[string]uint64    // per model: seq of the member chosen last
+	index      map[string][]*member // model -> members naming it; nil = rebuild (see candidatesLocked)
+	stars      []*member            // members serving any model
 	knownUntil map[string]time.Time // models whose last advertiser left recently
 	// Optional answers of the control plane's own for the two failures it defines.
 	onUnavailable http.Handler // no usable upstream
@@ -49,39 +51,44 @@ func (p *Pool) Name() string { return p.name }
 // pickLocked chooses the member for model: lowest load among available members that serve
 // it; ties go round-robin after the member chosen last for this model (or by smooth weighted
 // round-robin when the tied members carry different weights). known reports whether any
-// member serves the model at all, available or not. One pass in the common case.
+// member serves the model at all, available or not. Ties are decided by seq, not by the
+// order of iteration, so the model index needs no merging.
 func (p *Pool) pickLocked(model string) (chosen *member, known bool) {
+	byModel, stars := p.candidatesLocked(model)
+	if len(byModel) == 0 && len(stars) == 0 {
+		return nil, false
+	}
 	last := p.cursor[model]
 	best := -1.0
 	var first, afterCursor *member
 	var total float64
 	sameWeight := true
-	for _, m := range p.members {
-		if !m.serves(model) {
-			continue
-		}
-		known = true
-		if !m.available() {
-			continue
-		}
-		l := m.load()
-		switch {
-		case best < 0 || l < best:
-			best, first, afterCursor, total, sameWeight = l, m, nil, 0, true
-		case l > best:
-			continue
-		}
-		total += m.weight
-		if m.weight != first.weight {
-			sameWeight = false
-		}
-		if afterCursor == nil && m.seq > last {
-			afterCursor = m
+	for _, list := range [2][]*member{byModel, stars} {
+		for _, m := range list {
+			if !m.available() {
+				continue
+			}
+			l := m.load()
+			switch {
+			case best < 0 || l < best:
+				best, first, afterCursor, total, sameWeight = l, m, nil, 0, true
+			case l > best:
+				continue
+			case m.seq < first.seq:
+				first = m
+			}
+			total += m.weight
+			if m.weight != first.weight {
+				sameWeight = false
+			}
+			if m.seq > last && (afterCursor == nil || m.seq < afterCursor.seq) {
+				afterCursor = m
+			}
 		}
 	}
 	switch {
 	case first == nil:
-		return nil, known
+		return nil, true
 	case !sameWeight:
 		return p.smoothWeightedLocked(model, best, total), true
 	case afterCursor != nil:
@@ -90,15 +97,36 @@ func (p *Pool) pickLocked(model string) (chosen *member, known bool) {
 	return first, true
 }
 
-func (p *Pool) smoothWeightedLocked(model string, load, total float64) *member {
-	var chosen *member
-	for _, m := range p.members {
-		if !m.serves(model) || !m.available() || m.load() != load {
-			continue
+// candidatesLocked returns the members that serve model by name and those that serve any model,
+// each in registration order. The index is rebuilt only after membership or models changed.
+func (p *Pool) candidatesLocked(model string) (byModel, stars []*member) {
+	if p.index == nil {
+		p.index = make(map[string][]*member)
+		p.stars = p.stars[:0]
+		for _, m := range p.members {
+			if m.star {
+				p.stars = append(p.stars, m)
+			}
+			for _, name := range m.models {
+				p.index[name] = append(p.index[name], m)
+			}
 		}
-		m.swrrCurrent += m.weight
-		if chosen == nil || m.swrrCurrent > chosen.swrrCurrent {
-			chosen = m
+	}
+	return p.index[model], p.stars
+}
+
+func (p *Pool) smoothWeightedLocked(model string, load, total float64) *member {
+	byModel, stars := p.candidatesLocked(model)
+	var chosen *member
+	for _, list := range [2][]*member{byModel, stars} {
+		for _, m := range list {
+			if !m.available() || m.load() != load {
+				continue
+			}
+			m.swrrCurrent += m.weight
+			if chosen == nil || m.swrrCurrent > chosen.swrrCurrent {
+				chosen = m
+			}
 		}
 	}
 	chosen.swrrCurrent -= total
@@ -279,6 +307,7 @@ func (p *Pool) add(m *member) error {
 		return errPoolRemoved
 	}
 	p.members = append(p.members, m)
+	p.index = nil
 	for _, name := range m.models {
 		delete(p.knownUntil, name)
 	}
@@ -309,6 +338,7 @@ func (p *Pool) setModels(m *member, models []string, load int) {
 			}
 		}
 		m.setModels(models)
+		p.index = nil
 		for _, name := range m.models {
 			delete(p.knownUntil, name)
 		}
@@ -326,6 +356,7 @@ func (p *Pool) drop(m *member) {
 		return
 	}
 	m.gone = true
+	p.index = nil
 	for i, other := range p.members {
 		if other == m {
 			p.members = append(p.members[:i:i], p.members[i+1:]...)

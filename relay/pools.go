@@ -65,6 +65,7 @@ func (s *Server) SetUpstreamPool(name string, spec PoolSpec) error {
 		m.maxConcurrent = w.MaxConcurrent
 		if w.Models != nil {
 			m.setModels(w.Models)
+			p.index = nil
 		}
 	}
 	p.mu.Unlock()
