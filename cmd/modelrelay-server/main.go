@@ -119,6 +119,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	httpSrv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	served := make(chan error, 1)

@@ -32,6 +32,8 @@ type workerMode struct {
 func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode, error) {
 	ap := cfg.AppProxy
 	log = log.With("mode", "appproxy")
+	// go-redis reports each failed dial itself; the subscriber already says what matters.
+	redis.SetLogger(redisLog{log})
 	coord, err := appproxy.NewCoordinator(ap.CoordinatorURL, ap.APISecret, nil)
 	if err != nil {
 		return nil, fmt.Errorf("appproxy.coordinator_url: %w", err)
@@ -122,4 +124,11 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// redisLog sends go-redis's own messages to the debug log.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
