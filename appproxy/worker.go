@@ -39,6 +39,9 @@ type Config struct {
 	Logger            *slog.Logger
 	// Metrics counts calls, events and acks; nil counts nothing.
 	Metrics *Metrics
+	// OnFirstPull runs once, when the coordinator's circuit set was first pulled and applied
+	// (what /readyz waits for).
+	OnFirstPull func()
 }
 
 // Worker is this process as the coordinator sees it: an AppProxy worker. It subscribes to the
@@ -58,6 +61,8 @@ type Worker struct {
 	workerID        string
 	registered      bool
 	lastHeartbeatOK bool
+
+	firstPull sync.Once
 
 	// Owned by the Run goroutine.
 	everRegistered bool
@@ -265,7 +270,12 @@ func (w *Worker) pull(ctx context.Context, register *time.Timer) {
 		return
 	}
 	if w.store.Replace(w.serveable(cs, slog.LevelDebug)) || w.dirty {
-		w.apply(ctx, "pull")
+		if w.apply(ctx, "pull") != nil {
+			return
+		}
+	}
+	if w.cfg.OnFirstPull != nil {
+		w.firstPull.Do(w.cfg.OnFirstPull)
 	}
 }
 

@@ -126,8 +126,10 @@ func (u *upstream) serve(ctx context.Context, req *Request, out *responder, rele
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if !wrote.Load() {
-			// The backend never saw the request: another target may serve it.
+		if !wrote.Load() || isDial(err) {
+			// The backend never saw the request: another target may serve it. A dial error
+			// counts even after a write: the transport retries a request whose pooled
+			// connection turned out dead, and it is the fresh dial that failed.
 			u.connectionFailed()
 			return errTargetLost
 		}
@@ -181,6 +183,11 @@ func (u *upstream) connectionFailed() {
 	if u.failures.Add(1) >= failuresToEject && u.pool != nil {
 		u.pool.update(u.m, func(m *member) { m.unhealthy = true })
 	}
+}
+
+func isDial(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 func describe(err error) string {

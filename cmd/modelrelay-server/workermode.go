@@ -63,21 +63,13 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 	m.applier = reconcile.NewApplier(srv, router, ingress.Config{WildcardDomain: ap.WildcardDomain, AggregationHosts: ap.AggregationHosts},
 		reconcile.Options{RouteMaxConcurrent: ap.RouteMaxConcurrent}, log)
 
-	ready := srv.HoldReady()
-	var once sync.Once
-	apply := func(ctx context.Context, circuits []protocol.Circuit) error {
-		err := m.applier.Apply(ctx, circuits)
-		if err == nil {
-			once.Do(ready) // /readyz waits for the first applied circuit set
-		}
-		return err
-	}
 	m.worker, err = appproxy.NewWorker(appproxy.Config{
 		Registration: protocol.NewInferenceRegistration(ap.Authority, ap.Hostname, apiPort, ap.TLSListen,
 			ap.TLSAdvertised, ap.WildcardDomain, ap.WildcardTrafficPort),
 		Coordinator:       coord,
 		Events:            events,
-		Apply:             apply,
+		Apply:             m.applier.Apply,
+		OnFirstPull:       srv.HoldReady(), // /readyz waits for the first applied pull
 		Metrics:           appproxy.NewMetrics(srv.Registry()),
 		HeartbeatPeriod:   ap.HeartbeatPeriod,
 		ReconcileInterval: ap.ReconcileInterval,
