@@ -4,6 +4,7 @@
 package reconcile
 
 import (
+	"net/http"
 	"slices"
 
 	"modelrelay/ingress"
@@ -40,8 +41,8 @@ func Plan(circuits []protocol.Circuit, models map[string][]string, opts Options)
 		d.Pools[name] = relay.PoolSpec{
 			Upstreams:   upstreams(c.RouteInfo, opts),
 			ClientHost:  true,
-			Unavailable: ingress.WorkerNotAvailable(),
-			Refused:     ingress.ContainerConnectionRefused(),
+			Unavailable: answer(ingress.WorkerNotAvailable()),
+			Refused:     answer(ingress.ContainerConnectionRefused()),
 		}
 		for _, model := range modelNames(c, models[c.ID]) {
 			d.Models[model] = append(d.Models[model], name)
@@ -100,4 +101,9 @@ func sameSpec(a, b relay.PoolSpec) bool {
 			return x.ID == y.ID && x.URL == y.URL && x.Weight == y.Weight && x.MaxConcurrent == y.MaxConcurrent &&
 				slices.Equal(x.Models, y.Models)
 		})
+}
+
+// answer writes a Backend.AI problem as a pool's own error response.
+func answer(p *ingress.Problem) func(http.ResponseWriter) {
+	return func(w http.ResponseWriter) { p.ServeHTTP(w, nil) } // Problem reads nothing of the request
 }

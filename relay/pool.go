@@ -28,8 +28,8 @@ type Pool struct {
 	stars      []*member            // members serving any model
 	knownUntil map[string]time.Time // models whose last advertiser left recently
 	// Optional answers of the control plane's own for the two failures it defines.
-	onUnavailable http.Handler // no usable upstream
-	onRefused     http.Handler // every upstream tried refused the connection
+	onUnavailable func(http.ResponseWriter) // no usable upstream
+	onRefused     func(http.ResponseWriter) // every upstream tried refused the connection
 	removed       bool
 }
 
@@ -185,7 +185,6 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 	if !requeue && p.maxQueue > 0 && p.queue.len() >= p.maxQueue {
 		return nil, false, errQueueFull
 	}
-	req.pool = p
 	req.state = stateQueued
 	p.queue.push(req, requeue)
 	return nil, true, nil
@@ -201,21 +200,21 @@ func (p *Pool) hasFree(model string) bool {
 
 // fail answers a request the pool could not serve, in the pool's own words where it has them.
 func (p *Pool) fail(out *responder, err error) {
-	var h http.Handler
+	var answer func(http.ResponseWriter)
 	switch {
 	case out.started:
 	case errors.Is(err, errNoReplica):
-		h = p.onUnavailable
+		answer = p.onUnavailable
 	case errors.Is(err, errAllRefused), errors.Is(err, errRequeueLimit) && p.onRefused != nil:
-		h = p.onRefused
+		answer = p.onRefused
 	}
-	if h == nil {
+	if answer == nil {
 		out.fail(err)
 		return
 	}
 	out.started = true
 	rec := statusRecorder{ResponseWriter: out.w}
-	h.ServeHTTP(&rec, nil)
+	answer(&rec)
 	out.status = rec.status
 }
 

@@ -25,7 +25,7 @@ type PoolSpec struct {
 	ClientHost bool
 	// Unavailable answers when the pool has no usable upstream; Refused when every upstream
 	// tried refused the connection. Nil means the relay's own JSON errors (503 and 502).
-	Unavailable, Refused http.Handler
+	Unavailable, Refused func(http.ResponseWriter)
 }
 
 // SetUpstreamPool makes the named pool match spec, changing only what differs: upstreams that

@@ -39,8 +39,6 @@ type Request struct {
 	modelElem *list.Element // guarded by pool.mu: place in the queue of its model
 	order     int64         // guarded by pool.mu: queue position (requeues get smaller ones)
 	handoff   chan handoff  // capacity 1: the pool's answer to a queued request
-	pool      *Pool
-	firstByte bool // set by the request goroutine once bytes reached the client
 }
 
 // handoff is what a waiting request receives: the member that took it, or why it never will.
