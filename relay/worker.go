@@ -49,6 +49,7 @@ type workerSession struct {
 	reason string
 
 	drainExpired atomic.Bool
+	closeBy      atomic.Int64 // unix nanoseconds; once closing, no read may wait past it
 
 	mu        sync.Mutex
 	pending   map[string]*pendingReq
@@ -97,9 +98,11 @@ func (ws *workerSession) enqueueMessage(m protocol.Message) bool {
 func (ws *workerSession) closeWith(code int, reason string) {
 	ws.closer.Do(func() {
 		ws.code, ws.reason = code, reason
-		close(ws.done)
 		// Keep reading until the peer answers the close frame, but not for long.
-		ws.conn.SetReadDeadline(time.Now().Add(closeHandshakeTimeout))
+		by := time.Now().Add(closeHandshakeTimeout)
+		ws.closeBy.Store(by.UnixNano())
+		close(ws.done)
+		ws.conn.SetReadDeadline(by)
 	})
 }
 
@@ -157,16 +160,25 @@ func (ws *workerSession) flushQueued() {
 // readLoop processes frames until the connection ends, then tears the session down.
 func (ws *workerSession) readLoop() {
 	defer ws.teardown()
+	// The silence clock restarts before every read, not after every frame: time spent
+	// handing a chunk to a slow client is not the worker's silence.
 	timeout := ws.srv.timings.HeartbeatTimeout
-	touch := func(string) error { ws.conn.SetReadDeadline(time.Now().Add(timeout)); return nil }
+	touch := func(string) error {
+		deadline := time.Now().Add(timeout)
+		if by := ws.closeBy.Load(); by != 0 && by < deadline.UnixNano() {
+			deadline = time.Unix(0, by)
+		}
+		ws.conn.SetReadDeadline(deadline)
+		return nil
+	}
 	ws.conn.SetPingHandler(func(data string) error {
 		touch(data)
 		ws.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeTimeout))
 		return nil
 	})
 	ws.conn.SetPongHandler(touch)
-	touch("")
 	for {
+		touch("")
 		kind, data, err := ws.conn.ReadMessage()
 		if err != nil {
 			var ne net.Error
@@ -180,7 +192,6 @@ func (ws *workerSession) readLoop() {
 		if ws.closing() {
 			continue // draining the peer's last frames until its close arrives
 		}
-		touch("")
 		if kind != websocket.TextMessage {
 			ws.protocolError("binary frame")
 			continue
