@@ -1,0 +1,328 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/v2"
+)
+
+// decoder converts merged koanf values into typed fields, keeping the first error so that
+// the operator sees one line naming one key.
+type decoder struct {
+	get func(key string) any
+	err error
+}
+
+func (d *decoder) fail(key, format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...))
+	}
+}
+
+// shown renders a rejected value; strings are quoted so blanks and typos are visible.
+func shown(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(v)
+}
+
+// str never echoes the value: string keys include secrets.
+func (d *decoder) str(key string) string {
+	switch v := d.get(key).(type) {
+	case nil:
+		return ""
+	case string:
+		return strings.TrimSpace(v)
+	default:
+		d.fail(key, "must be a string (quote the value)")
+		return ""
+	}
+}
+
+func (d *decoder) boolean(key string) bool {
+	switch v := d.get(key).(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	case string:
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "1", "t", "true", "yes", "y", "on":
+			return true
+		case "0", "f", "false", "no", "n", "off":
+			return false
+		}
+	}
+	d.fail(key, "invalid boolean %s (want true or false)", shown(d.get(key)))
+	return false
+}
+
+func (d *decoder) int64(key string) int64 {
+	v := d.get(key)
+	n, ok := toInt64(v)
+	if !ok {
+		d.fail(key, "invalid integer %s", shown(v))
+		return 0
+	}
+	if n < 0 {
+		d.fail(key, "must not be negative, got %d", n)
+		return 0
+	}
+	return n
+}
+
+func (d *decoder) int(key string) int {
+	n := d.int64(key)
+	if n > math.MaxInt32 {
+		d.fail(key, "too large: %d", n)
+		return 0
+	}
+	return int(n)
+}
+
+func toInt64(v any) (int64, bool) {
+	switch x := v.(type) {
+	case nil:
+		return 0, true
+	case int:
+		return int64(x), true
+	case int64:
+		return x, true
+	case uint64:
+		return int64(x), x <= math.MaxInt64
+	case float64:
+		return int64(x), x == math.Trunc(x) && math.Abs(x) < 1<<63
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+func (d *decoder) float(key string) float64 {
+	v := d.get(key)
+	var f float64
+	var err error
+	switch x := v.(type) {
+	case nil:
+		return 0
+	case float64:
+		f = x
+	case string:
+		f, err = strconv.ParseFloat(strings.TrimSpace(x), 64)
+	default:
+		n, ok := toInt64(x)
+		if !ok {
+			err = errors.New("not a number")
+		}
+		f = float64(n)
+	}
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		d.fail(key, "invalid number %s", shown(v))
+		return 0
+	}
+	return f
+}
+
+// duration accepts Go duration text ("1m30s") or a number of seconds (30, 2.5, "30").
+func (d *decoder) duration(key string) time.Duration {
+	v := d.get(key)
+	secs := math.NaN()
+	var dur time.Duration
+	switch x := v.(type) {
+	case nil:
+		return 0
+	case time.Duration:
+		dur = x
+	case float64:
+		secs = x
+	case string:
+		s := strings.TrimSpace(x)
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			secs = f
+		} else if parsed, err := time.ParseDuration(s); err == nil {
+			dur = parsed
+		} else {
+			d.fail(key, "invalid duration %s (want e.g. 30s, 5m or a number of seconds)", shown(v))
+			return 0
+		}
+	default:
+		n, ok := toInt64(x)
+		if !ok {
+			d.fail(key, "invalid duration %s", shown(v))
+			return 0
+		}
+		secs = float64(n)
+	}
+	if !math.IsNaN(secs) {
+		if math.IsInf(secs, 0) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+			d.fail(key, "invalid duration %s", shown(v))
+			return 0
+		}
+		dur = time.Duration(math.Round(secs * float64(time.Second)))
+	}
+	if dur < 0 {
+		d.fail(key, "must not be negative, got %s", shown(v))
+		return 0
+	}
+	return dur
+}
+
+// list accepts a YAML/TOML list or one comma-separated string; blanks are skipped.
+func (d *decoder) list(key string) []string {
+	var items []string
+	switch v := d.get(key).(type) {
+	case nil:
+		return nil
+	case string:
+		items = strings.Split(v, ",")
+	case []any:
+		for i, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				d.fail(fmt.Sprintf("%s[%d]", key, i), "must be a string")
+				return nil
+			}
+			items = append(items, s)
+		}
+	default:
+		d.fail(key, "must be a list or a comma-separated string")
+		return nil
+	}
+	var out []string
+	for _, s := range items {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (d *decoder) prefixes(key string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range d.list(key) {
+		p, ok := parsePrefix(s)
+		if !ok {
+			d.fail(key, "invalid CIDR %q", s)
+			return nil
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// parsePrefix accepts a CIDR with host bits or a bare IP; IPv4-mapped IPv6 becomes IPv4 so
+// that it matches the unmapped client addresses ingress compares against.
+func parsePrefix(s string) (netip.Prefix, bool) {
+	if strings.Contains(s, "%") {
+		return netip.Prefix{}, false
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		addr, aerr := netip.ParseAddr(s)
+		if aerr != nil {
+			return netip.Prefix{}, false
+		}
+		p = netip.PrefixFrom(addr, addr.BitLen())
+	}
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), true
+}
+
+func decodeConfig(k *koanf.Koanf) (Config, error) {
+	d := &decoder{get: k.Get}
+	c := Config{
+		Listen:                 d.str("listen"),
+		WorkerSecret:           d.str("worker_secret"),
+		Provider:               d.str("provider"),
+		MaxQueueLen:            d.int("max_queue_len"),
+		QueueTimeout:           d.duration("queue_timeout"),
+		RequestTimeout:         d.duration("request_timeout"),
+		DrainTimeout:           d.duration("drain_timeout"),
+		LogLevel:               strings.ToLower(d.str("log_level")),
+		LogFormat:              strings.ToLower(d.str("log_format")),
+		AdminToken:             d.str("admin_token"),
+		RequireAPIKeys:         d.boolean("require_api_keys"),
+		MaxBodyBytes:           d.int64("max_body_bytes"),
+		MaxModelsPerWorker:     d.int("max_models_per_worker"),
+		MaxStreamBytes:         d.int64("max_stream_bytes"),
+		RequireProtocolVersion: d.boolean("require_protocol_version"),
+		TrustedProxies:         d.prefixes("trusted_proxies"),
+		AppProxy:               decodeAppProxy(d),
+	}
+	if d.err == nil {
+		c.Backends = decodeBackends(d, k.Get("backends"))
+	}
+	return c, d.err
+}
+
+func decodeAppProxy(d *decoder) AppProxyConfig {
+	key := func(k string) string { return "appproxy." + k }
+	hosts := d.list(key("aggregation_hosts"))
+	for i := range hosts {
+		hosts[i] = strings.TrimSuffix(strings.ToLower(hosts[i]), ".")
+	}
+	return AppProxyConfig{
+		Enabled:             d.boolean(key("enabled")),
+		CoordinatorURL:      d.str(key("coordinator_url")),
+		APISecret:           d.str(key("api_secret")),
+		JWTSecret:           d.str(key("jwt_secret")),
+		RedisURL:            d.str(key("redis_url")),
+		EventsEnabled:       d.boolean(key("events_enabled")),
+		Authority:           d.str(key("authority")),
+		Hostname:            d.str(key("hostname")),
+		APIPort:             d.int(key("api_port")),
+		WildcardDomain:      d.str(key("wildcard_domain")),
+		WildcardTrafficPort: d.int(key("wildcard_traffic_port")),
+		TLSListen:           d.boolean(key("tls_listen")),
+		TLSCert:             d.str(key("tls_cert")),
+		TLSKey:              d.str(key("tls_key")),
+		TLSAdvertised:       d.boolean(key("tls_advertised")),
+		AggregationHosts:    hosts,
+		HeartbeatPeriod:     d.duration(key("heartbeat_period")),
+		ReconcileInterval:   d.duration(key("reconcile_interval")),
+		RouteMaxConcurrent:  d.int(key("route_max_concurrent")),
+		HealthCheckInterval: d.duration(key("health_check_interval")),
+		LiveMarkers:         d.boolean(key("live_markers")),
+	}
+}
+
+func decodeBackends(d *decoder, v any) []BackendConfig {
+	list, ok := v.([]any)
+	if v != nil && !ok {
+		d.fail("backends", "must be a list")
+		return nil
+	}
+	var out []BackendConfig
+	for i, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok {
+			d.fail(fmt.Sprintf("backends[%d]", i), "must be a mapping")
+			return nil
+		}
+		prefix := fmt.Sprintf("backends[%d].", i)
+		bd := &decoder{get: func(key string) any { return m[strings.TrimPrefix(key, prefix)] }, err: d.err}
+		b := BackendConfig{
+			Name:          bd.str(prefix + "name"),
+			URL:           bd.str(prefix + "url"),
+			Models:        bd.list(prefix + "models"),
+			Weight:        1,
+			MaxConcurrent: bd.int(prefix + "max_concurrent"),
+		}
+		if _, set := m["weight"]; set {
+			b.Weight = bd.float(prefix + "weight")
+		}
+		d.err = bd.err
+		out = append(out, b)
+	}
+	return out
+}

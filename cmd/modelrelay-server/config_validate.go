@@ -1,0 +1,295 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// applyDerivedDefaults fills the defaults that depend on other values or on the host.
+func (c *Config) applyDerivedDefaults() {
+	for i := range c.Backends {
+		if c.Backends[i].Name == "" {
+			if u, err := url.Parse(c.Backends[i].URL); err == nil {
+				c.Backends[i].Name = u.Host
+			}
+		}
+	}
+	if c.AppProxy.Authority == "" {
+		if h, err := os.Hostname(); err == nil {
+			c.AppProxy.Authority = h
+		}
+	}
+	if c.AppProxy.APIPort == 0 {
+		if _, port, err := net.SplitHostPort(c.Listen); err == nil {
+			c.AppProxy.APIPort, _ = strconv.Atoi(port)
+		}
+	}
+}
+
+func (c Config) validate() error {
+	if err := checkHostPort(c.Listen); err != nil {
+		return fmt.Errorf("config: listen: %w", err)
+	}
+	if c.Provider == "" {
+		return errors.New("config: provider: must not be empty")
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
+		return fmt.Errorf("config: log_level: unknown level %q (want debug, info, warn or error)", c.LogLevel)
+	}
+	if !slices.Contains([]string{"text", "json"}, c.LogFormat) {
+		return fmt.Errorf("config: log_format: unknown format %q (want text or json)", c.LogFormat)
+	}
+	for _, limit := range []struct {
+		key string
+		n   int64
+	}{
+		{"max_body_bytes", c.MaxBodyBytes},
+		{"max_models_per_worker", int64(c.MaxModelsPerWorker)},
+		{"max_stream_bytes", c.MaxStreamBytes},
+	} {
+		if limit.n == 0 {
+			return fmt.Errorf("config: %s: must be positive", limit.key)
+		}
+	}
+	if err := validateBackends(c.Backends); err != nil {
+		return err
+	}
+	return c.AppProxy.validate()
+}
+
+// checkHostPort wants host:port with a numeric port; the host may be empty (all interfaces).
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("invalid address %q (want host:port)", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("invalid port in %q", addr)
+	}
+	return nil
+}
+
+func validateBackends(backends []BackendConfig) error {
+	names := map[string]int{}
+	for i, b := range backends {
+		if err := checkHTTPURL(b.URL); err != nil {
+			return fmt.Errorf("config: backends[%d].url: %w", i, err)
+		}
+		if prev, dup := names[b.Name]; dup {
+			return fmt.Errorf("config: backends[%d].name: %q is already used by backends[%d]", i, b.Name, prev)
+		}
+		names[b.Name] = i
+		if b.Weight <= 0 {
+			return fmt.Errorf("config: backends[%d].weight: must be positive, got %v", i, b.Weight)
+		}
+	}
+	return nil
+}
+
+// checkHTTPURL never echoes credentials embedded in the URL.
+func checkHTTPURL(raw string) error {
+	if raw == "" {
+		return errors.New("required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("invalid URL (want http://host:port)")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("invalid URL %q (want http:// or https://)", u.Redacted())
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("invalid URL %q (no host)", u.Redacted())
+	}
+	return nil
+}
+
+func checkRedisURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("invalid URL (want redis://host:port/db)")
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return fmt.Errorf("invalid URL %q (want redis:// or rediss://)", u.Redacted())
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("invalid URL %q (no host)", u.Redacted())
+	}
+	parse := func(s string) error { _, err := redis.ParseURL(s); return err }
+	if u.Query().Has("master_name") {
+		parse = func(s string) error { _, err := redis.ParseFailoverURL(s); return err }
+	}
+	if err := parse(raw); err != nil {
+		// go-redis errors name query parameters, never the password.
+		return fmt.Errorf("invalid URL %q: %v", u.Redacted(), err)
+	}
+	return nil
+}
+
+// validate checks every value that is set; the settings worker mode cannot start without
+// are required only when it is enabled.
+func (a AppProxyConfig) validate() error {
+	fail := func(key, format string, args ...any) error {
+		return fmt.Errorf("config: appproxy.%s: %s", key, fmt.Sprintf(format, args...))
+	}
+	if a.Enabled {
+		required := []struct{ key, val string }{
+			{"coordinator_url", a.CoordinatorURL}, {"api_secret", a.APISecret},
+			{"jwt_secret", a.JWTSecret}, {"authority", a.Authority}, {"hostname", a.Hostname},
+			{"wildcard_domain", a.WildcardDomain},
+		}
+		if a.EventsEnabled || a.LiveMarkers {
+			required = append(required, struct{ key, val string }{"redis_url", a.RedisURL})
+		}
+		for _, r := range required {
+			if r.val == "" {
+				return fail(r.key, "required when appproxy.enabled is true")
+			}
+		}
+		if a.APIPort == 0 {
+			return fail("api_port", "required: the listen port is 0")
+		}
+	}
+	if a.CoordinatorURL != "" {
+		if err := checkHTTPURL(a.CoordinatorURL); err != nil {
+			return fail("coordinator_url", "%v", err)
+		}
+	}
+	if a.RedisURL != "" {
+		if err := checkRedisURL(a.RedisURL); err != nil {
+			return fail("redis_url", "%v", err)
+		}
+	}
+	if a.WildcardDomain != "" {
+		if !strings.HasPrefix(a.WildcardDomain, ".") {
+			return fail("wildcard_domain", "must start with a dot")
+		}
+		if !isDNSName(a.WildcardDomain[1:]) {
+			return fail("wildcard_domain", "invalid domain %q", a.WildcardDomain)
+		}
+	}
+	for _, h := range a.AggregationHosts {
+		if _, err := netip.ParseAddr(h); err != nil && !isDNSName(h) {
+			return fail("aggregation_hosts", "invalid host %q (want a bare host name, no scheme or port)", h)
+		}
+	}
+	// api_port 0 is allowed while worker mode is off (a listen port of 0 is fine then).
+	if a.APIPort > 65535 {
+		return fail("api_port", "must be a port number 1-65535, got %d", a.APIPort)
+	}
+	if a.WildcardTrafficPort == 0 || a.WildcardTrafficPort > 65535 {
+		return fail("wildcard_traffic_port", "must be a port number 1-65535, got %d", a.WildcardTrafficPort)
+	}
+	for _, period := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"heartbeat_period", a.HeartbeatPeriod},
+		{"reconcile_interval", a.ReconcileInterval},
+		{"health_check_interval", a.HealthCheckInterval},
+	} {
+		if period.d == 0 {
+			return fail(period.key, "must be positive")
+		}
+	}
+	return a.validateTLS()
+}
+
+func (a AppProxyConfig) validateTLS() error {
+	if !a.TLSListen {
+		return nil
+	}
+	for _, f := range []struct{ key, path string }{{"tls_cert", a.TLSCert}, {"tls_key", a.TLSKey}} {
+		if f.path == "" {
+			return fmt.Errorf("config: appproxy.%s: required when appproxy.tls_listen is true", f.key)
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("config: appproxy.%s: %w", f.key, err)
+		}
+	}
+	return nil
+}
+
+// isDNSName accepts letters, digits and hyphens in labels of 1-63 bytes, 253 bytes in all.
+func isDNSName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// warnings flags settings that are valid but probably not what the operator meant.
+// explicit holds the flattened keys that a file, the environment or a flag set.
+func (c Config) warnings(explicit map[string]bool) []string {
+	var out []string
+	a := c.AppProxy
+	if a.HeartbeatPeriod >= coordinatorTimeout {
+		out = append(out, fmt.Sprintf("config: appproxy.heartbeat_period: %s is not below the coordinator's %s timeout; it will mark this worker LOST between heartbeats", a.HeartbeatPeriod, coordinatorTimeout))
+	}
+	if !a.Enabled {
+		var set []string
+		for _, key := range appProxyKeys {
+			if key != "enabled" && explicit["appproxy."+key] {
+				set = append(set, "appproxy."+key)
+			}
+		}
+		if len(set) > 0 {
+			out = append(out, fmt.Sprintf("config: %s set but appproxy.enabled is false; running standalone", strings.Join(set, ", ")))
+		}
+		if c.WorkerSecret == "" && len(c.Backends) == 0 {
+			out = append(out, "no worker secret is set, so relay workers cannot join: set --worker-secret or WORKER_SECRET (or add backends: to the config file)")
+		}
+	}
+	if c.RequireAPIKeys {
+		out = append(out, "config: require_api_keys: reserved for client API keys, which are not implemented yet; it has no effect")
+	}
+	return out
+}
+
+// LogValue lets the effective configuration be logged at start-up without its secrets.
+func (c Config) LogValue() slog.Value {
+	secret := func(s string) string {
+		if s == "" {
+			return "unset"
+		}
+		return "set"
+	}
+	a := c.AppProxy
+	return slog.GroupValue(
+		slog.String("listen", c.Listen),
+		slog.String("provider", c.Provider),
+		slog.String("worker_secret", secret(c.WorkerSecret)),
+		slog.String("admin_token", secret(c.AdminToken)),
+		slog.Int("max_queue_len", c.MaxQueueLen),
+		slog.Duration("queue_timeout", c.QueueTimeout),
+		slog.Duration("request_timeout", c.RequestTimeout),
+		slog.Duration("drain_timeout", c.DrainTimeout),
+		slog.Int("backends", len(c.Backends)),
+		slog.Int("trusted_proxies", len(c.TrustedProxies)),
+		slog.String("config_file", c.ConfigFile),
+		slog.Bool("appproxy", a.Enabled),
+		slog.String("authority", a.Authority),
+		slog.String("wildcard_domain", a.WildcardDomain),
+	)
+}
