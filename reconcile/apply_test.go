@@ -172,3 +172,62 @@ func BenchmarkApply10k(b *testing.B) {
 		}
 	})
 }
+
+// TestApplyingTenThousandCircuitsDropsNoRequest keeps requests flowing through one circuit
+// while 10,000 others are applied, re-applied and removed around it.
+func TestApplyingTenThousandCircuitsDropsNoRequest(t *testing.T) {
+	a, srv, _ := newApplier(t)
+	r := newReplica(t, "m")
+	close(r.hold)
+	go func() {
+		for range r.seen {
+		}
+	}()
+	served := circuitWith("served", route("a", r.host, r.port, 1))
+	others := make([]protocol.Circuit, 10000)
+	for i := range others {
+		others[i] = circuitWith(fmt.Sprintf("c%05d", i), route(fmt.Sprintf("r%05d", i), "10.1.0.1", 1000+i%60000, 1))
+	}
+	if err := a.Apply(context.Background(), []protocol.Circuit{served}); err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		srv.ServeInference(w, req, relay.OpenAI, PoolName("served"))
+	}))
+	defer front.Close()
+
+	stop := make(chan struct{})
+	var failures, total int
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			resp, err := http.Post(front.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m"}`))
+			total++
+			if err != nil {
+				failures++
+				continue
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				failures++
+			}
+		}
+	})
+	all := append([]protocol.Circuit{served}, others...)
+	for _, set := range [][]protocol.Circuit{all, all, {served}} {
+		if err := a.Apply(context.Background(), set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if failures != 0 || total == 0 {
+		t.Fatalf("%d of %d requests failed during the reconciles", failures, total)
+	}
+}
