@@ -7,55 +7,22 @@ import (
 	"modelrelay/protocol"
 )
 
-// hopByHop are the headers that describe one connection, not the message (RFC 9110 7.6.1).
-var hopByHop = map[string]bool{
-	"connection":          true,
-	"keep-alive":          true,
-	"proxy-connection":    true,
-	"te":                  true,
-	"trailer":             true,
-	"transfer-encoding":   true,
-	"upgrade":             true,
-	"proxy-authenticate":  true,
-	"proxy-authorization": true,
-}
-
-// dropped reports whether a header must not cross the relay. Host and length belong to the
-// next hop; accept-encoding is dropped on requests so the backend answers uncompressed,
-// because bodies travel as JSON strings and must stay text.
-func dropped(name string, connectionListed map[string]bool) bool {
-	return name == "host" || name == "content-length" || hopByHop[name] ||
-		strings.HasPrefix(name, "proxy-") || connectionListed[name]
-}
-
-// connectionTokens returns the header names listed in a Connection value.
-func connectionTokens(value string) map[string]bool {
-	if value == "" {
-		return nil
-	}
-	out := map[string]bool{}
-	for _, tok := range strings.Split(value, ",") {
-		if tok = strings.ToLower(strings.TrimSpace(tok)); tok != "" {
-			out[tok] = true
-		}
-	}
-	return out
-}
-
 // backendRequestHeaders turns the frame's headers into the backend request's, dropping what
 // must not be forwarded and anything net/http would refuse to send.
 func backendRequestHeaders(in protocol.Headers) http.Header {
 	out := make(http.Header, len(in))
-	var conn string
+	var conn []string
 	for name, value := range in {
 		if strings.EqualFold(name, "connection") {
-			conn = value
+			conn = append(conn, value)
 		}
 	}
-	listed := connectionTokens(conn)
+	listed := protocol.ConnectionListed(conn)
 	for name, value := range in {
 		lname := strings.ToLower(name)
-		if dropped(lname, listed) || lname == "accept-encoding" || !validHeader(lname, value) {
+		// accept-encoding too: the backend must answer uncompressed, because bodies travel as
+		// JSON strings and must stay text.
+		if !protocol.EndToEnd(lname, listed) || lname == "accept-encoding" || !validHeader(lname, value) {
 			continue
 		}
 		out.Set(lname, value)
@@ -66,11 +33,11 @@ func backendRequestHeaders(in protocol.Headers) http.Header {
 // frameHeaders turns the backend response's headers into a frame's: lowercase names, repeated
 // values joined with ", ", the same filtering as requests.
 func frameHeaders(in http.Header) protocol.Headers {
-	listed := connectionTokens(strings.Join(in.Values("Connection"), ","))
+	listed := protocol.ConnectionListed(in.Values("Connection"))
 	out := make(protocol.Headers, len(in))
 	for name, values := range in {
 		lname := strings.ToLower(name)
-		if dropped(lname, listed) || len(values) == 0 {
+		if !protocol.EndToEnd(lname, listed) || len(values) == 0 {
 			continue
 		}
 		out[lname] = strings.Join(values, ", ")
