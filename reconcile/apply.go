@@ -120,7 +120,7 @@ func (a *Applier) discover(ctx context.Context) {
 		if _, known := a.models[c.ID]; known || !c.Serveable() {
 			continue
 		}
-		if ups := upstreams(c.RouteInfo, a.opts); len(ups) > 0 {
+		if ups := upstreams(c.ID, c.RouteInfo, a.opts); len(ups) > 0 {
 			todo = append(todo, discoveryTarget{c.ID, ups[0].URL})
 		}
 	}

@@ -15,6 +15,9 @@ import (
 // Options shape every circuit's pool.
 type Options struct {
 	RouteMaxConcurrent int // per-replica concurrency before requests queue; 0 = none
+	// OnServed, when set, hears of every request a replica answered (last-used markers). It
+	// must not block.
+	OnServed func(circuitID, sessionID string)
 }
 
 // Desired is what the relay and ingress should look like for one circuit set.
@@ -39,7 +42,7 @@ func Plan(circuits []protocol.Circuit, models map[string][]string, opts Options)
 		}
 		name := PoolName(c.ID)
 		d.Pools[name] = relay.PoolSpec{
-			Upstreams:   upstreams(c.RouteInfo, opts),
+			Upstreams:   upstreams(c.ID, c.RouteInfo, opts),
 			ClientHost:  true,
 			Unavailable: answer(ingress.WorkerNotAvailable()),
 			Refused:     answer(ingress.ContainerConnectionRefused()),
@@ -58,18 +61,23 @@ func Plan(circuits []protocol.Circuit, models map[string][]string, opts Options)
 	return d
 }
 
-func upstreams(routes []protocol.Route, opts Options) []relay.UpstreamSpec {
+func upstreams(circuitID string, routes []protocol.Route, opts Options) []relay.UpstreamSpec {
 	out := make([]relay.UpstreamSpec, 0, len(routes))
 	for _, r := range routes {
 		if r.Unhealthy() || r.Valid() != nil || r.TrafficRatio <= 0 {
 			continue
 		}
-		out = append(out, relay.UpstreamSpec{
+		spec := relay.UpstreamSpec{
 			ID:            routeKey(r),
 			URL:           "http://" + r.Addr(),
 			Weight:        r.TrafficRatio,
 			MaxConcurrent: opts.RouteMaxConcurrent,
-		})
+		}
+		if opts.OnServed != nil {
+			session := r.SessionID
+			spec.OnServed = func() { opts.OnServed(circuitID, session) }
+		}
+		out = append(out, spec)
 	}
 	return out
 }
@@ -78,7 +86,7 @@ func upstreams(routes []protocol.Route, opts Options) []relay.UpstreamSpec {
 // must be a new upstream with fresh health and connections.
 func routeKey(r protocol.Route) string {
 	if r.RouteID != nil && *r.RouteID != "" {
-		return *r.RouteID + "@" + r.Addr()
+		return *r.RouteID + "/" + r.SessionID + "@" + r.Addr()
 	}
 	return r.SessionID + "@" + r.Addr()
 }

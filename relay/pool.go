@@ -200,13 +200,16 @@ func (p *Pool) hasFree(model string) bool {
 
 // fail answers a request the pool could not serve, in the pool's own words where it has them.
 func (p *Pool) fail(out *responder, err error) {
+	p.mu.Lock()
+	unavailable, refused := p.onUnavailable, p.onRefused
+	p.mu.Unlock()
 	var answer func(http.ResponseWriter)
 	switch {
 	case out.started:
 	case errors.Is(err, errNoReplica):
-		answer = p.onUnavailable
-	case errors.Is(err, errAllRefused), errors.Is(err, errRequeueLimit) && p.onRefused != nil:
-		answer = p.onRefused
+		answer = unavailable
+	case errors.Is(err, errAllRefused), errors.Is(err, errRequeueLimit) && refused != nil:
+		answer = refused
 	}
 	if answer == nil {
 		out.fail(err)

@@ -15,6 +15,7 @@ type UpstreamSpec struct {
 	Weight        float64
 	MaxConcurrent int      // 0 = no cap
 	Models        []string // what it serves; nil = any model
+	OnServed      func()   // called, off the lock, each time the upstream answers a request
 }
 
 // PoolSpec is the desired state of an upstream pool.
@@ -86,6 +87,7 @@ func (s *Server) SetUpstreamPool(name string, spec PoolSpec) error {
 			return fmt.Errorf("pool %s: %w", name, err)
 		}
 		u.pool = p
+		u.onServed = w.OnServed
 		if err := p.add(u.m); err != nil {
 			return fmt.Errorf("pool %s: %w", name, err)
 		}

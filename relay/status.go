@@ -8,16 +8,16 @@ import (
 
 // MemberView is a snapshot of one target for /health, /admin and metrics.
 type MemberView struct {
-	ID            string
-	Kind          string // "worker" or "upstream"
-	Name          string
-	Models        []string
-	MaxConcurrent int
-	ReportedLoad  int
-	InFlight      int
-	Draining      bool
-	Healthy       bool
-	Weight        float64
+	ID            string   `json:"id"`
+	Kind          string   `json:"kind"` // "worker" or "upstream"
+	Name          string   `json:"name,omitempty"`
+	Models        []string `json:"models"`
+	MaxConcurrent int      `json:"max_concurrent"`
+	ReportedLoad  int      `json:"reported_load"`
+	InFlight      int      `json:"in_flight"`
+	Draining      bool     `json:"draining"`
+	Healthy       bool     `json:"healthy"`
+	Weight        float64  `json:"weight"`
 }
 
 type poolView struct {

@@ -65,6 +65,7 @@ type upstream struct {
 	configured []string // models from the config; empty = discover
 	clientHost bool     // send the client's Host (circuit replicas), not the upstream's own
 	failures   atomic.Int32
+	onServed   func() // optional: the control plane counts use (last-used markers)
 }
 
 func newUpstream(s *Server, b Backend, static bool) (*upstream, error) {
@@ -118,6 +119,13 @@ func (u *upstream) serve(ctx context.Context, req *Request, out *responder, rele
 	}
 	hreq.Header = req.Header
 	hreq.ContentLength = length
+	if req.stream == nil && req.Header["Idempotency-Key"] == nil {
+		// A nil Idempotency-Key is never sent, but it lets the transport retry the request on
+		// a fresh connection when a pooled one turns out dead before any response byte: the
+		// backend never saw it then. (The body is rewindable, so the retry is exact.)
+		hreq.Header = req.Header.Clone()
+		hreq.Header["Idempotency-Key"] = nil
+	}
 	if u.clientHost {
 		hreq.Host = req.Host
 	}
@@ -137,6 +145,9 @@ func (u *upstream) serve(ctx context.Context, req *Request, out *responder, rele
 	}
 	defer resp.Body.Close()
 	u.failures.Store(0)
+	if u.onServed != nil {
+		u.onServed()
+	}
 	h := filterHeader(resp.Header)
 	streaming := req.Streaming || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	if resp.ContentLength >= 0 && !streaming {

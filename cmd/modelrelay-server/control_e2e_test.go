@@ -215,8 +215,12 @@ func TestE2ECreatedEventsAckedInBothFormats(t *testing.T) {
 	for _, tc := range formats {
 		c := newCircuit("fmt-"+tc.name, route{port: rep.port()})
 		text := "[" + string(c.json()) + "]"
+		if _, err := e.coord.AddCircuit(e.authority, c.json()); err != nil {
+			t.Fatal(err)
+		}
+		msg := pythonStyleCreated(t, e.authority, text, tc.f)
 		start := time.Now()
-		ack, err := e.coord.CreateCircuit(context.Background(), e.authority, c.json(), tc.f)
+		ack, err := e.coord.PublishAndWaitAck(context.Background(), msg, c.id)
 		if err != nil {
 			t.Fatalf("%s: not acked within %s: %v", tc.name, appproxytest.AckTimeout, err)
 		}
@@ -227,13 +231,36 @@ func TestE2ECreatedEventsAckedInBothFormats(t *testing.T) {
 			t.Errorf("%s: request right after the ack: %d %s", tc.name, st, body)
 		}
 		// A repeated created event is applied again and acked again.
-		msg, _ := protocol.EncodeCircuitEvent(protocol.EventCircuitCreated, e.authority, text, tc.f)
 		again, err := e.coord.PublishAndWaitAck(context.Background(), msg, c.id)
 		if err != nil {
 			t.Fatalf("%s: repeated created event not acked: %v", tc.name, err)
 		}
 		checkAck(t, tc.name+" (repeat)", again, e.authority, text)
 	}
+}
+
+// pythonStyleCreated encodes a created event as the Python coordinator does, spaces after ':'
+// and ',' included, with circuitsText embedded byte for byte in args and/or payload.
+func pythonStyleCreated(t testing.TB, authority, circuitsText string, f protocol.Format) []byte {
+	t.Helper()
+	env := map[string]any{"name": protocol.EventCircuitCreated, "source": "appproxy-coordinator",
+		"metadata": `{"request_id": null, "user": null, "triggered_user": null}`}
+	if f&protocol.FormatArgs != 0 {
+		b, err := msgpack.Marshal([]string{authority, circuitsText})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env["args"] = base64.StdEncoding.EncodeToString(b)
+	}
+	if f&protocol.FormatPayload != 0 {
+		a, _ := json.Marshal(authority)
+		env["payload"] = `{"target_worker_authority": ` + string(a) + `, "circuits": ` + circuitsText + `}`
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestE2EForeignAndUnknownEventsIgnored(t *testing.T) {
@@ -542,17 +569,14 @@ func TestE2EReadyzWaitsForFirstPull(t *testing.T) {
 		t.Errorf("/readyz before any circuit pull: %d %s, want 503", st, body)
 	}
 	e.coord.FailWith(0)
-	eventually(t, 30*time.Second, "/readyz 200 after the first pull", func() (bool, string) {
+	eventually(t, 30*time.Second, "a successful pull, then /readyz 200", func() (bool, string) {
+		pulled := false
+		for _, r := range e.coord.Requests() {
+			pulled = pulled || (r.Method == "GET" && r.Status == 200)
+		}
 		st, _, body := e.do("GET", "", "/readyz", nil, nil)
-		return st == 200, st2s(st, "", body)
+		return pulled && st == 200, "pulled=" + boolS(pulled) + " " + st2s(st, "", body)
 	})
-	pulled := false
-	for _, r := range e.coord.Requests() {
-		pulled = pulled || (r.Method == "GET" && r.Status == 200)
-	}
-	if !pulled {
-		t.Errorf("/readyz turned 200 without a successful circuit pull")
-	}
 }
 
 func TestE2EAdminCircuits(t *testing.T) {

@@ -129,7 +129,8 @@ func startE2E(t testing.TB, opts e2eOptions) *e2eEnv {
 	cs := httptest.NewServer(e.coord)
 	t.Cleanup(cs.Close)
 	e.coordURL = cs.URL
-	e.client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
+	// The timeout only turns a test mistake (a request stuck on a held replica) into a failure.
+	e.client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
 	t.Cleanup(e.client.CloseIdleConnections)
 
 	e.startServer(opts.env)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"modelrelay/appproxy"
 	"modelrelay/ingress"
 	"modelrelay/reconcile"
 	"modelrelay/relay"
@@ -23,7 +22,6 @@ type front struct {
 	circuits *reconcile.Applier
 	verifier ingress.Verifier
 	trusted  []netip.Prefix
-	markers  *appproxy.Markers // nil when live markers are off
 }
 
 // inferencePaths are the calls the relay parses ({model, stream}); everything else on a
@@ -66,9 +64,6 @@ func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.
 		return
 	}
 	setForwarded(r, ip)
-	if f.markers != nil {
-		f.markers.MarkUsed(c.ID, "")
-	}
 	if d, ok := inferenceCall(r); ok {
 		f.relay.ServeInference(w, r, d, c.Pool)
 		return
@@ -115,9 +110,6 @@ func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost boo
 		pools := make([]string, len(kept))
 		for i, c := range kept {
 			pools[i] = c.Pool
-			if f.markers != nil {
-				f.markers.MarkUsed(c.ID, "")
-			}
 		}
 		return pools, nil
 	})

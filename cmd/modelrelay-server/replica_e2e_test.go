@@ -47,11 +47,13 @@ type replica struct {
 	sseGate chan struct{}
 
 	chats atomic.Int64
+	// streamGone is signalled when a client's stream ended before the replica finished it.
+	streamGone chan struct{}
 }
 
 func newReplica(t testing.TB, name string, models ...string) *replica {
 	t.Helper()
-	r := &replica{t: t, name: name, models: models}
+	r := &replica{t: t, name: name, models: models, streamGone: make(chan struct{}, 16)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +171,11 @@ func (r *replica) serveHTTP(w http.ResponseWriter, req *http.Request) {
 			"choices": []map[string]any{{"index": 0, "message": map[string]string{"role": "assistant", "content": "hello"}, "finish_reason": "stop"}}})
 	case req.URL.Path == "/health":
 		writeReplicaJSON(w, 200, map[string]any{"status": "healthy", "replica": r.name})
+	case req.URL.Path == "/hop":
+		w.Header().Set("Connection", "X-Replica-Hop")
+		w.Header().Set("X-Replica-Hop", "1")
+		w.Header().Set("X-Replica-End", "kept")
+		writeReplicaJSON(w, 200, map[string]any{"replica": r.name})
 	case req.URL.Path == "/docs":
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(200)
@@ -191,6 +198,7 @@ func (r *replica) stream(w http.ResponseWriter, req *http.Request, gate chan str
 		select {
 		case <-gate:
 		case <-req.Context().Done():
+			r.streamGone <- struct{}{}
 			return
 		}
 	}
@@ -211,7 +219,8 @@ func writeReplicaJSON(w http.ResponseWriter, status int, v any) {
 type route struct {
 	port    int
 	ratio   float64
-	routeID string // "" = fresh uuid
+	routeID string // "" = derived from the circuit id and port
+	health  string // health_status as releases up to 26.4.3 send it; "" = absent
 }
 
 // circuitSpec is a circuit as the coordinator stores it.
@@ -250,12 +259,19 @@ func routesValue(seed string, routes []route) []map[string]any {
 		if ratio == 0 {
 			ratio = 1
 		}
-		out = append(out, map[string]any{"route_id": id, "session_id": derivedUUID(seed + "/session/" + itoa(r.port)),
+		v := map[string]any{"route_id": id, "session_id": sessionOf(seed, r.port),
 			"session_name": "replica-" + itoa(i), "kernel_host": "127.0.0.1", "kernel_port": r.port,
-			"protocol": "http", "traffic_ratio": ratio})
+			"protocol": "http", "traffic_ratio": ratio}
+		if r.health != "" {
+			v["health_status"], v["last_health_check"], v["consecutive_failures"] = r.health, 1755650000.5, 0
+		}
+		out = append(out, v)
 	}
 	return out
 }
+
+// sessionOf is the session id routesValue gives the route on port.
+func sessionOf(seed string, port int) string { return derivedUUID(seed + "/session/" + itoa(port)) }
 
 // routesJSON renders routes of the circuit with id seed.
 func routesJSON(seed string, routes []route) json.RawMessage {

@@ -61,7 +61,7 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 	}
 	router := ingress.NewRouter(ingress.NewTable(ingress.Config{WildcardDomain: ap.WildcardDomain, AggregationHosts: ap.AggregationHosts}, nil))
 	m.applier = reconcile.NewApplier(srv, router, ingress.Config{WildcardDomain: ap.WildcardDomain, AggregationHosts: ap.AggregationHosts},
-		reconcile.Options{RouteMaxConcurrent: ap.RouteMaxConcurrent}, log)
+		reconcile.Options{RouteMaxConcurrent: ap.RouteMaxConcurrent, OnServed: m.markUsed}, log)
 
 	m.worker, err = appproxy.NewWorker(appproxy.Config{
 		Registration: protocol.NewInferenceRegistration(ap.Authority, ap.Hostname, apiPort, ap.TLSListen,
@@ -79,7 +79,7 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 		return nil, err
 	}
 	m.front = &front{relay: srv, own: srv.Handler(), router: router, circuits: m.applier,
-		verifier: ingress.NewVerifier([]byte(ap.JWTSecret)), trusted: cfg.TrustedProxies, markers: m.markers}
+		verifier: ingress.NewVerifier([]byte(ap.JWTSecret)), trusted: cfg.TrustedProxies}
 	srv.SetHealthExtra("appproxy", func() any { return m.worker.Status() })
 	srv.SetCircuitLister(func() any { return m.applier.Circuits() })
 	srv.Registry().MustRegister(
@@ -98,12 +98,14 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 // run drives the coordinator conversation and the background loops until ctx ends; the worker
 // deregisters on the way out. An error means the coordinator rejected our configuration.
 func (m *workerMode) run(ctx context.Context) error {
+	ctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { m.applier.Run(ctx, 2*time.Second) })
 	if m.markers != nil {
 		wg.Go(func() { m.markers.Run(ctx) })
 	}
 	err := m.worker.Run(ctx)
+	stop() // the worker may return on its own (a rejected configuration): end the loops too
 	wg.Wait()
 	for _, c := range m.clients {
 		c.Close()
@@ -123,4 +125,11 @@ type redisLog struct{ log *slog.Logger }
 
 func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}
+
+// markUsed records a served request for the coordinator's statistics (live markers).
+func (m *workerMode) markUsed(circuitID, sessionID string) {
+	if m.markers != nil {
+		m.markers.MarkUsed(circuitID, sessionID)
+	}
 }
