@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 15s
 BENCH    ?= .
 
-.PHONY: all build run test deps vet bench fuzz clean
+.PHONY: all build run test deps vet bench fuzz clean bench-compare
 
 all: build
 
@@ -47,3 +47,9 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+## bench-compare: modelrelay vs nginx, HAProxy and Caddy in one run on this machine (installs
+## missing tools from Debian packages); prints a Markdown table. ARGS passes flags, e.g.
+## ARGS='-duration 5s -only nginx,static'.
+bench-compare:
+	$(GO) run ./cmd/modelrelay-bench $(ARGS)

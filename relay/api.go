@@ -48,6 +48,12 @@ func (s *Server) ServeInferenceFor(w http.ResponseWriter, r *http.Request, d Dia
 			}
 			req := s.newRequest(r, d, arrival)
 			req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
+			if _, ok := req.Header["Idempotency-Key"]; !ok {
+				// Never sent (nil), but it lets an upstream call be retried on a fresh
+				// connection when a pooled one turns out dead before any response byte: the
+				// backend never saw the request then, and the body is rewindable.
+				req.Header["Idempotency-Key"] = nil
+			}
 			out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
 			s.run(r.Context(), req, s.choosePool(pools, f.Model), out)
 			s.metrics.observe(route, out.status, arrival, out.ttfb)
@@ -76,7 +82,7 @@ func (s *Server) ServePassThrough(w http.ResponseWriter, r *http.Request, pool s
 	}
 	req := s.newRequest(r, OpenAI, arrival)
 	req.Streaming = true // unknown content: relay each read as it comes
-	req.stream = r.Body
+	req.stream, req.streamLength = r.Body, r.ContentLength
 	out := newResponder(w, OpenAI, 0, arrival)
 	s.run(r.Context(), req, s.pool(pool), out)
 }

@@ -28,18 +28,18 @@ func wireHeaders(h http.Header) protocol.Headers {
 	}
 	out := make(protocol.Headers, len(h))
 	for name, values := range h {
-		out[strings.ToLower(name)] = strings.Join(values, ", ")
+		if len(values) > 0 { // a nil value is a marker for the HTTP client, never a header
+			out[strings.ToLower(name)] = strings.Join(values, ", ")
+		}
 	}
 	return out
 }
 
-// copyWireHeaders sets a worker's response headers on dst, filtered like any other.
-func copyWireHeaders(dst http.Header, src protocol.Headers) {
+// httpHeaders turns a worker's response headers into an http.Header (writeHead filters them).
+func httpHeaders(src protocol.Headers) http.Header {
 	h := make(http.Header, len(src))
 	for name, value := range src {
 		h[textproto.CanonicalMIMEHeaderKey(name)] = []string{value}
 	}
-	for name, values := range filterHeader(h) {
-		dst[name] = values
-	}
+	return h
 }

@@ -21,16 +21,17 @@ const (
 
 // Request is one client call on its way through a pool.
 type Request struct {
-	ID        string
-	Model     string
-	Path      string // endpoint path with query, as the target receives it
-	Streaming bool
-	Body      []byte
-	Header    http.Header // end-to-end request headers, already filtered
-	Dialect   Dialect
-	Method    string
-	Host      string    // the client's Host header (circuit replicas see it)
-	stream    io.Reader // pass-through: the client's body, streamed instead of Body
+	ID           string
+	Model        string
+	Path         string // endpoint path with query, as the target receives it
+	Streaming    bool
+	Body         []byte
+	Header       http.Header // end-to-end request headers, already filtered
+	Dialect      Dialect
+	Method       string
+	Host         string    // the client's Host header (circuit replicas see it)
+	stream       io.Reader // pass-through: the client's body, streamed instead of Body
+	streamLength int64     // its announced length (-1 unknown)
 
 	arrival   time.Time
 	requeues  int

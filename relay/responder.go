@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"modelrelay/protocol"
 )
 
 // Gate states: whether the first byte or the request timeout won the race.
@@ -56,14 +58,17 @@ func (o *responder) begin() error {
 	return nil
 }
 
-// writeHead sends the target's status and end-to-end headers.
+// writeHead sends the target's status and its end-to-end headers.
 func (o *responder) writeHead(status int, h http.Header) error {
 	if err := o.begin(); err != nil {
 		return err
 	}
 	dst := o.w.Header()
+	listed := protocol.ConnectionListed(h.Values("Connection"))
 	for name, values := range h {
-		dst[name] = values
+		if protocol.EndToEnd(name, listed) {
+			dst[name] = values
+		}
 	}
 	if _, ok := dst["Content-Type"]; !ok {
 		dst["Content-Type"] = nil // no sniffing: the client gets what the target sent

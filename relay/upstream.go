@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -41,8 +40,6 @@ func newUpstreamClient() *upstreamClient {
 		IdleConnTimeout:     90 * time.Second,
 		// Bodies pass through as the upstream encoded them; the client asked for that encoding.
 		DisableCompression: true,
-		WriteBufferSize:    32 << 10,
-		ReadBufferSize:     32 << 10,
 	}
 	return &upstreamClient{transport: t, client: &http.Client{
 		Transport: t,
@@ -53,7 +50,7 @@ func newUpstreamClient() *upstreamClient {
 
 func (c *upstreamClient) close() { c.transport.CloseIdleConnections() }
 
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // upstream is an HTTP model server the relay calls directly: a static backend or a circuit
 // replica.
@@ -98,46 +95,18 @@ func (u *upstream) drained() {}
 // serve makes the HTTP call on the request's goroutine and streams the answer as it arrives.
 func (u *upstream) serve(ctx context.Context, req *Request, out *responder, release func()) error {
 	defer release()
-	target := *u.base
-	path, query, _ := strings.Cut(req.Path, "?")
-	target.Path = u.base.Path + path
-	target.RawQuery = query
-	method := req.Method
-	if method == "" {
-		method = http.MethodPost
-	}
-	var wrote atomic.Bool
-	trace := &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}
-	var body io.Reader = bytes.NewReader(req.Body)
-	length := int64(len(req.Body))
-	if req.stream != nil {
-		body, length = req.stream, -1
-	}
-	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), method, target.String(), body)
+	hreq, err := u.request(ctx, req)
 	if err != nil {
 		return errUpstream("build request")
-	}
-	hreq.Header = req.Header
-	hreq.ContentLength = length
-	if req.stream == nil && req.Header["Idempotency-Key"] == nil {
-		// A nil Idempotency-Key is never sent, but it lets the transport retry the request on
-		// a fresh connection when a pooled one turns out dead before any response byte: the
-		// backend never saw it then. (The body is rewindable, so the retry is exact.)
-		hreq.Header = req.Header.Clone()
-		hreq.Header["Idempotency-Key"] = nil
-	}
-	if u.clientHost {
-		hreq.Host = req.Host
 	}
 	resp, err := u.srv.upstreams.client.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if !wrote.Load() || isDial(err) {
-			// The backend never saw the request: another target may serve it. A dial error
-			// counts even after a write: the transport retries a request whose pooled
-			// connection turned out dead, and it is the fresh dial that failed.
+		if isDial(err) {
+			// The backend never saw the request: another target may serve it. (A pooled
+			// connection found dead is retried by the transport itself, on a fresh dial.)
 			u.connectionFailed()
 			return errTargetLost
 		}
@@ -148,15 +117,45 @@ func (u *upstream) serve(ctx context.Context, req *Request, out *responder, rele
 	if u.onServed != nil {
 		u.onServed()
 	}
-	h := filterHeader(resp.Header)
 	streaming := req.Streaming || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	if resp.ContentLength >= 0 && !streaming {
-		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+		out.w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
-	if err := out.writeHead(resp.StatusCode, h); err != nil {
+	if err := out.writeHead(resp.StatusCode, resp.Header); err != nil {
 		return err
 	}
 	return u.copyBody(ctx, resp.Body, out, streaming)
+}
+
+// request builds the upstream call: the upstream's base URL plus the client's path and query,
+// the client's end-to-end headers, and the body (rewindable, so the transport may retry it on a
+// fresh connection; a pass-through body is streamed as it arrives).
+func (u *upstream) request(ctx context.Context, req *Request) (*http.Request, error) {
+	method := req.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	var body io.Reader = bytes.NewReader(req.Body)
+	if req.stream != nil {
+		body = req.stream
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, "", body)
+	if err != nil {
+		return nil, err
+	}
+	target := *u.base
+	path, query, _ := strings.Cut(req.Path, "?")
+	target.Path = u.base.Path + path
+	target.RawQuery = query
+	hreq.URL = &target
+	hreq.Header = req.Header
+	if req.stream != nil {
+		hreq.ContentLength = req.streamLength
+	}
+	if u.clientHost {
+		hreq.Host = req.Host
+	}
+	return hreq, nil
 }
 
 // copyBody relays the body read by read; streams flush after every read so each event

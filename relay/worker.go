@@ -386,9 +386,7 @@ func writeComplete(out *responder, c *protocol.ResponseComplete) error {
 		body = []byte(*c.Body)
 	}
 	if !out.started {
-		h := make(map[string][]string)
-		copyWireHeaders(h, c.Headers)
-		if err := out.writeHead(int(c.StatusCode), h); err != nil {
+		if err := out.writeHead(int(c.StatusCode), httpHeaders(c.Headers)); err != nil {
 			return err
 		}
 		if len(body) == 0 {

@@ -33,14 +33,15 @@ type backend struct {
 	log    *slog.Logger
 }
 
-func newBackend(base string, client *http.Client, dialTimeout time.Duration, log *slog.Logger) *backend {
+func newBackend(base string, client *http.Client, dialTimeout time.Duration, maxConcurrency int, log *slog.Logger) *backend {
 	if client == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		// Asking for gzip would make net/http decompress transparently; asking for nothing
 		// keeps the bytes we relay exactly the bytes the backend sent.
 		t.DisableCompression = true
 		t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
-		t.MaxIdleConnsPerHost = 64
+		// Keep a connection per request slot: fewer and every burst re-dials.
+		t.MaxIdleConnsPerHost = max(64, maxConcurrency)
 		client = &http.Client{Transport: t}
 	}
 	return &backend{base: strings.TrimRight(base, "/"), client: client, log: log}

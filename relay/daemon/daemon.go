@@ -39,7 +39,7 @@ func New(cfg Config) (*Daemon, error) {
 	return &Daemon{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		backend:    newBackend(cfg.BackendURL, cfg.HTTPClient, cfg.DialTimeout, cfg.Logger),
+		backend:    newBackend(cfg.BackendURL, cfg.HTTPClient, cfg.DialTimeout, cfg.MaxConcurrency, cfg.Logger),
 		connectURL: u,
 		stopping:   make(chan struct{}),
 		done:       make(chan struct{}),

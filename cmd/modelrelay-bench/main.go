@@ -1,0 +1,80 @@
+// Command modelrelay-bench measures modelrelay against nginx, HAProxy and Caddy on one machine
+// in one run: a fake OpenAI upstream, non-streaming load (wrk, or a Go generator), 200
+// concurrent SSE streams, and each proxy's CPU and peak memory. It prints one Markdown table
+// with ratios against the direct path and the best plain proxy, and the issue's targets.
+//
+//	go run ./cmd/modelrelay-bench [-duration 10s] [-only nginx,static] [-skip-install] [-pprof]
+//
+// `modelrelay-bench upstream -listen ADDR` runs only the fake upstream (the benchmark starts
+// itself that way, so the upstream's CPU stays out of the generator's process).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Options are the command-line flags.
+type Options struct {
+	Duration, Warmup time.Duration
+	Only             string
+	SkipInstall      bool
+	Conns, Streams   int
+	Rounds, Passes   int
+	Pprof            bool
+	pprofAddr        string // set when Pprof: where relay static serves net/http/pprof
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "upstream" {
+		os.Exit(upstreamMain(os.Args[2:]))
+	}
+	os.Exit(benchMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func parseOptions(args []string, stderr io.Writer) (Options, error) {
+	var o Options
+	fs := flag.NewFlagSet("modelrelay-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured non-streaming run per row")
+	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "unmeasured non-streaming run before it")
+	fs.StringVar(&o.Only, "only", "", "comma list of rows: nginx,haproxy,caddy,static,circuit,worker (direct always runs)")
+	fs.BoolVar(&o.SkipInstall, "skip-install", false, "do not apt-get install missing tools; skip their rows")
+	fs.IntVar(&o.Conns, "conns", 64, "non-streaming connections")
+	fs.IntVar(&o.Streams, "streams", 200, "concurrent SSE streams")
+	fs.IntVar(&o.Rounds, "rounds", 5, "waves of SSE streams per row")
+	fs.IntVar(&o.Passes, "passes", 3, "slices the -duration of each row is split into, taken in turns across rows")
+	fs.BoolVar(&o.Pprof, "pprof", false, "after the measurements, save CPU and heap profiles of relay static under one more non-streaming run")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.Duration < time.Second || o.Duration > 10*time.Minute || o.Conns < 1 || o.Streams < 1 || o.Rounds < 1 || o.Passes < 1 {
+		return o, fmt.Errorf("-duration must be 1s..10m and -conns, -streams, -rounds, -passes at least 1")
+	}
+	return o, nil
+}
+
+func benchMain(args []string, stdout, stderr io.Writer) int {
+	opts, err := parseOptions(args, stderr)
+	if err != nil {
+		return 2
+	}
+	rows, err := selectRows(opts.Only)
+	if err != nil {
+		fmt.Fprintln(stderr, "modelrelay-bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := runBench(ctx, opts, rows, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "modelrelay-bench:", err)
+		return 1
+	}
+	return 0
+}

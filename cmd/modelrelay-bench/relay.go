@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// relayBinaries are the real programs under test, built from this checkout.
+type relayBinaries struct {
+	server, worker, coordinator string
+}
+
+// buildRelay compiles the server, the worker daemon and the coordinator double into dir.
+func buildRelay(repoRoot, dir string) (relayBinaries, error) {
+	cmd := exec.Command("go", "build", "-o", dir+"/",
+		"./cmd/modelrelay-server", "./cmd/modelrelay-worker", "./appproxy/appproxytest/devcoordinator")
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return relayBinaries{}, fmt.Errorf("go build the relay: %w\n%s", err, out)
+	}
+	return relayBinaries{
+		server:      filepath.Join(dir, "modelrelay-server"),
+		worker:      filepath.Join(dir, "modelrelay-worker"),
+		coordinator: filepath.Join(dir, "devcoordinator"),
+	}, nil
+}
+
+// relayEnv is the environment every relay process gets: quiet logs, and a pprof endpoint
+// when the run asked for a profile.
+func relayEnv(pprofAddr string) []string {
+	env := []string{"LOG_LEVEL=warn"}
+	if pprofAddr != "" {
+		env = append(env, "MODELRELAY_PPROF="+pprofAddr)
+	}
+	return env
+}
+
+// startRelayStatic runs modelrelay-server with the fake model server as its one static backend.
+func (b *Bench) startRelayStatic(pprofAddr string) (Target, error) {
+	dir := filepath.Join(b.tmp, "relay-static")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Target{}, fmt.Errorf("temp dir for relay: %w", err)
+	}
+	listen, err := FreePort()
+	if err != nil {
+		return Target{}, err
+	}
+	config, err := renderTemplate(b.repoRoot, dir, "relay-static.yaml",
+		templateData{Dir: dir, Listen: listen, Upstream: b.upstream})
+	if err != nil {
+		return Target{}, err
+	}
+	cmd, err := b.children.Start("relay-static", relayEnv(pprofAddr), b.bins.server, "--config", config)
+	if err != nil {
+		return Target{}, err
+	}
+	if err := waitCompletion(b, listen, ""); err != nil {
+		b.children.Stop(cmd)
+		return Target{}, fmt.Errorf("relay (static) not serving (see relay-static.log in %s): %w", b.tmp, err)
+	}
+	return Target{Row: "relay static", Addr: listen, PIDs: []int{cmd.Process.Pid},
+		stop: func() { b.children.Stop(cmd) }}, nil
+}
+
+// startRelayWorker runs modelrelay-server with no backends and one modelrelay-worker dialing
+// in over WebSocket; the worker forwards to the fake model server. Both processes count.
+func (b *Bench) startRelayWorker() (Target, error) {
+	listen, err := FreePort()
+	if err != nil {
+		return Target{}, err
+	}
+	const secret = "bench-worker-secret"
+	server, err := b.children.Start("relay-worker-server", relayEnv(""), b.bins.server,
+		"--listen", listen, "--worker-secret", secret, "--max-queue-len", "0")
+	if err != nil {
+		return Target{}, err
+	}
+	worker, err := b.children.Start("relay-worker-daemon", []string{"LOG_LEVEL=warn"}, b.bins.worker,
+		"--proxy-url", "http://"+listen, "--worker-secret", secret, "--backend-url", "http://"+b.upstream,
+		"--models", benchModel, "--max-concurrency", "256", "--worker-name", "bench")
+	stop := func() { b.children.Stop(worker); b.children.Stop(server) }
+	if err != nil {
+		b.children.Stop(server)
+		return Target{}, err
+	}
+	if err := waitCompletion(b, listen, ""); err != nil {
+		stop()
+		return Target{}, fmt.Errorf("relay (worker) not serving (see relay-worker-*.log in %s): %w", b.tmp, err)
+	}
+	return Target{Row: "relay worker", Addr: listen, PIDs: []int{server.Process.Pid, worker.Process.Pid},
+		Note: "relay worker: CPU and RSS are modelrelay-server plus modelrelay-worker", stop: stop}, nil
+}
+
+// waitCompletion polls until one non-streaming completion through addr succeeds: the relay
+// answers /v1/models before its backends are known, so only a real request proves readiness.
+func waitCompletion(b *Bench, addr, host string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := oneCompletion(b.ctx, addr, host)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || b.ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-b.ctx.Done():
+			return b.ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

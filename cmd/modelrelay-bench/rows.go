@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// rowSpec is one row of the table, in table order, with the short name -only takes.
+type rowSpec struct {
+	key, row string
+	start    func(b *Bench, opts Options) (Target, error)
+}
+
+var rowSpecs = []rowSpec{
+	{key: "direct", row: "direct", start: func(b *Bench, _ Options) (Target, error) {
+		return Target{Row: "direct", Addr: b.upstream}, nil
+	}},
+	{key: "nginx", row: "nginx", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[0]) }},
+	{key: "haproxy", row: "HAProxy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[1]) }},
+	{key: "caddy", row: "Caddy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[2]) }},
+	{key: "static", row: "relay static", start: func(b *Bench, o Options) (Target, error) { return b.startRelayStatic(o.pprofAddr) }},
+	{key: "circuit", row: "relay circuit", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayCircuit() }},
+	{key: "worker", row: "relay worker", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayWorker() }},
+}
+
+// selectRows turns -only into the rows to run. The direct row always runs: every ratio is
+// taken against it.
+func selectRows(only string) ([]rowSpec, error) {
+	if strings.TrimSpace(only) == "" {
+		return rowSpecs, nil
+	}
+	want := map[string]bool{"direct": true}
+	for _, name := range strings.Split(only, ",") {
+		name = strings.ToLower(strings.TrimSpace(name))
+		if name == "" {
+			continue
+		}
+		known := false
+		for _, r := range rowSpecs {
+			if name == r.key || name == strings.ToLower(r.row) {
+				want[r.key], known = true, true
+			}
+		}
+		if !known {
+			return nil, fmt.Errorf("-only: unknown row %q (rows: direct, nginx, haproxy, caddy, static, circuit, worker)", name)
+		}
+	}
+	var out []rowSpec
+	for _, r := range rowSpecs {
+		if want[r.key] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// runBench sets up the shared pieces (temp dir, tools, relay binaries, fake upstream), starts
+// every row, measures them in turns (one row under load at a time), and reports.
+func runBench(ctx context.Context, opts Options, rows []rowSpec, stdout, stderr io.Writer) error {
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	repoRoot, err := findRepoRoot()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "modelrelay-bench-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	logf("work dir (configs, logs, results): %s", tmp)
+	children := NewChildren(tmp)
+	defer children.StopAll()
+
+	b := &Bench{ctx: ctx, repoRoot: repoRoot, tmp: tmp, children: children,
+		tools: &Tools{skipInstall: opts.SkipInstall, log: logf}, logf: logf}
+	load := Load{Duration: opts.Duration, Warmup: opts.Warmup, Passes: opts.Passes, Conns: opts.Conns,
+		Streams: opts.Streams, Rounds: opts.Rounds}
+	var notes []string
+	if load.Wrk, err = b.tools.Find("wrk", "wrk"); err != nil {
+		notes = append(notes, "wrk unavailable ("+err.Error()+"): non-streaming figures come from the Go generator")
+	}
+	if needsRelay(rows) {
+		logf("building modelrelay-server, modelrelay-worker, devcoordinator")
+		if b.bins, err = buildRelay(repoRoot, filepath.Join(tmp, "bin")); err != nil {
+			return err
+		}
+	}
+	if err := b.startUpstream(); err != nil {
+		return err
+	}
+	if opts.Pprof {
+		if opts.pprofAddr, err = FreePort(); err != nil {
+			return err
+		}
+	}
+
+	results := b.startRows(rows, opts)
+	defer func() {
+		for _, r := range results {
+			r.Target.Stop()
+		}
+	}()
+	measureAll(ctx, tmp, load, results, logf)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, r := range results {
+		if r.Skipped == "" {
+			logf("%s: %.0f req/s, %d errors, %d/%d streams failed", r.Target.Row, r.Load.RPS(),
+				r.Load.Errors, r.SSE.Failed, r.SSE.Streams)
+		}
+	}
+	if opts.pprofAddr != "" {
+		b.profileStatic(results, opts.pprofAddr, load)
+	} else {
+		// The binaries are only worth keeping next to a profile; the rest of the dir is small.
+		defer os.RemoveAll(filepath.Join(tmp, "bin"))
+	}
+	return report(stdout, tmp, results, notes, load)
+}
+
+// startRows starts every row up front (idle proxies cost nothing) so measureAll can
+// interleave them; a row that cannot start is kept as skipped, with the reason.
+func (b *Bench) startRows(rows []rowSpec, opts Options) []RowResult {
+	var out []RowResult
+	for _, spec := range rows {
+		if b.ctx.Err() != nil {
+			break
+		}
+		b.logf("%s: starting", spec.row)
+		t, err := spec.start(b, opts)
+		if err != nil {
+			b.logf("%s: skipped: %v", spec.row, err)
+			out = append(out, RowResult{Target: Target{Row: spec.row}, Skipped: oneLine(err)})
+			continue
+		}
+		b.logf("%s: serving on %s", spec.row, t.Addr)
+		out = append(out, RowResult{Target: t})
+	}
+	return out
+}
+
+// profileStatic drives relay static once more, outside the measured passes, while its pprof
+// endpoint records a CPU profile; then it saves a heap profile.
+func (b *Bench) profileStatic(rows []RowResult, pprofAddr string, load Load) {
+	var static *RowResult
+	for i := range rows {
+		if rows[i].Target.Row == "relay static" && rows[i].Skipped == "" {
+			static = &rows[i]
+		}
+	}
+	if static == nil {
+		return
+	}
+	secs := max(1, int(load.Duration.Seconds())-1)
+	cpuPath := filepath.Join(b.tmp, "relay-static-cpu.pprof")
+	done := make(chan error, 1)
+	go func() {
+		done <- fetchProfile(b.ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, secs), cpuPath)
+	}()
+	if _, err := load.nonStreaming(b.ctx, b.tmp, static.Target, load.Duration); err != nil {
+		b.logf("pprof: load: %v", err)
+	}
+	if err := <-done; err != nil {
+		b.logf("pprof: %v", err)
+		return
+	}
+	heapPath := filepath.Join(b.tmp, "relay-static-heap.pprof")
+	if err := fetchProfile(b.ctx, "http://"+pprofAddr+"/debug/pprof/heap", heapPath); err != nil {
+		b.logf("pprof: %v", err)
+	}
+	b.logf("pprof: profiles of relay static: %s %s (binary %s)", cpuPath, heapPath, b.bins.server)
+}
+
+func needsRelay(rows []rowSpec) bool {
+	for _, r := range rows {
+		if strings.HasPrefix(r.row, "relay") {
+			return true
+		}
+	}
+	return false
+}
+
+// startUpstream runs this same binary as the fake model server, in its own process.
+func (b *Bench) startUpstream() error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own binary: %w", err)
+	}
+	if b.upstream, err = FreePort(); err != nil {
+		return err
+	}
+	if _, err := b.children.Start("upstream", nil, self, "upstream", "-listen", b.upstream); err != nil {
+		return err
+	}
+	return WaitHTTP(b.ctx, "http://"+b.upstream+"/v1/models", "", 200, 10*time.Second)
+}
+
+func oneLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.ReplaceAll(s, "|", "/")
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The fake model server. It runs as its own process (`modelrelay-bench upstream`) so its CPU
+// is neither the proxy's nor the load generator's. It is as cheap as net/http allows, so the
+// proxies, not the upstream, are what the table compares.
+
+const (
+	sseEvents  = 50
+	ssePacing  = 20 * time.Millisecond
+	benchModel = "bench"
+)
+
+// completionBody is a fixed OpenAI chat completion of about 1 KB.
+var completionBody = func() []byte {
+	content := strings.Repeat("lorem ipsum ", 70)
+	return []byte(fmt.Sprintf(`{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,`+
+		`"model":"%s","choices":[{"index":0,"message":{"role":"assistant","content":"%s"},`+
+		`"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":140,"total_tokens":148}}`,
+		benchModel, content))
+}()
+
+var modelsBody = []byte(`{"object":"list","data":[{"id":"` + benchModel + `","object":"model","owned_by":"bench"}]}`)
+
+func sseEvent(i int) []byte {
+	return []byte(fmt.Sprintf(`data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","model":"%s",`+
+		`"choices":[{"index":0,"delta":{"content":"token%d "}}]}`+"\n\n", benchModel, i))
+}
+
+func runUpstream(args []string) error {
+	fs := flag.NewFlagSet("upstream", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:0", "address to serve on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(modelsBody)
+	})
+	mux.HandleFunc("POST /v1/chat/completions", serveCompletion)
+	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, func() { srv.Close() })
+	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		return fmt.Errorf("fake upstream: %w", err)
+	}
+	return nil
+}
+
+func serveCompletion(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return
+	}
+	if !bytes.Contains(body, []byte(`"stream":true`)) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(completionBody)
+		return
+	}
+	serveStream(w, r)
+}
+
+// serveStream writes sseEvents events on an absolute schedule (start + i*pacing), so timer
+// drift does not accumulate and every proxy sees the same cadence.
+func serveStream(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "no flusher", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	start := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for i := 0; i < sseEvents; i++ {
+		if i > 0 {
+			timer.Reset(time.Until(start.Add(time.Duration(i) * ssePacing)))
+			select {
+			case <-r.Context().Done():
+				return
+			case <-timer.C:
+			}
+		}
+		if _, err := w.Write(sseEvent(i)); err != nil {
+			return
+		}
+		flusher.Flush()
+	}
+	w.Write([]byte("data: [DONE]\n\n"))
+	flusher.Flush()
+}
+
+// upstreamMain is the entry point when the binary is started as the fake upstream.
+func upstreamMain(args []string) int {
+	if err := runUpstream(args); err != nil {
+		fmt.Fprintln(os.Stderr, "modelrelay-bench upstream:", err)
+		return 1
+	}
+	return 0
+}
