@@ -113,10 +113,7 @@ func (ws *workerSession) writeLoop() {
 	for {
 		select {
 		case frame := <-ws.send:
-			ws.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if err := ws.conn.WriteMessage(websocket.TextMessage, frame); err != nil {
-				ws.closeWith(websocket.CloseAbnormalClosure, "")
-				ws.conn.Close()
+			if !ws.write(frame) {
 				return
 			}
 		case <-ping.C:
@@ -124,10 +121,7 @@ func (ws *workerSession) writeLoop() {
 			// silence timer fires.
 			ts := uint64(time.Now().UnixMilli())
 			frame, _ := protocol.Marshal(protocol.Ping{TimestampUnixMs: &ts})
-			ws.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if err := ws.conn.WriteMessage(websocket.TextMessage, frame); err != nil {
-				ws.closeWith(websocket.CloseAbnormalClosure, "")
-				ws.conn.Close()
+			if !ws.write(frame) {
 				return
 			}
 		case <-ws.done:
@@ -139,6 +133,17 @@ func (ws *workerSession) writeLoop() {
 			return
 		}
 	}
+}
+
+// write sends one frame; a failed write ends the session (the reader then tears it down).
+func (ws *workerSession) write(frame []byte) bool {
+	ws.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if err := ws.conn.WriteMessage(websocket.TextMessage, frame); err != nil {
+		ws.closeWith(websocket.CloseAbnormalClosure, "")
+		ws.conn.Close()
+		return false
+	}
+	return true
 }
 
 // flushQueued writes the frames already queued (a register_ack, a graceful_shutdown) before a
