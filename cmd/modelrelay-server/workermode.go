@@ -59,8 +59,11 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 			events = nil
 		}
 	}
-	router := ingress.NewRouter(ingress.NewTable(ingress.Config{WildcardDomain: ap.WildcardDomain, AggregationHosts: ap.AggregationHosts}, nil))
-	m.applier = reconcile.NewApplier(srv, router, ingress.Config{WildcardDomain: ap.WildcardDomain, AggregationHosts: ap.AggregationHosts},
+	hosts := ingress.Config{WildcardDomain: ap.WildcardDomain, AggregationHosts: ap.AggregationHosts}
+	// Before the first pull the table is empty but knows the domain: wildcard hosts answer
+	// "unknown subdomain" rather than reaching the relay's own surface.
+	router := ingress.NewRouter(ingress.NewTable(hosts, nil))
+	m.applier = reconcile.NewApplier(srv, router, hosts,
 		reconcile.Options{RouteMaxConcurrent: ap.RouteMaxConcurrent, OnServed: m.markUsed}, log)
 
 	m.worker, err = appproxy.NewWorker(appproxy.Config{
