@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 15s
 BENCH    ?= .
 
-.PHONY: all build run test deps vet bench fuzz clean bench-compare
+.PHONY: all build run test deps vet lint bench fuzz clean bench-compare
 
 all: build
 
@@ -27,6 +27,10 @@ vet:
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+## lint: staticcheck (fetched at a pinned version through the Go module proxy).
+lint: vet
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
 
 ## test: vet, gofmt, then every test (fuzz seed corpora included) under the race detector.
 test: deps vet

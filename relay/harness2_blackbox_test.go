@@ -354,17 +354,6 @@ func healthWorker(t *testing.T, ts *httptest.Server, id string) map[string]any {
 	return nil
 }
 
-// inFlight is worker id's in-flight count from /health (-1 when not listed).
-func inFlight(t *testing.T, ts *httptest.Server, id string) int {
-	t.Helper()
-	m := healthWorker(t, ts, id)
-	if m == nil {
-		return -1
-	}
-	n, _ := m["in_flight"].(float64)
-	return int(n)
-}
-
 // route is one API family: the path used for it and how its errors look.
 type route struct {
 	name      string

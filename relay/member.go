@@ -1,7 +1,5 @@
 package relay
 
-import "slices"
-
 // memberKind says which kind of target a pool member is.
 type memberKind uint8
 
@@ -26,14 +24,10 @@ type member struct {
 	seq           uint64  // registration order within the process
 	swrrCurrent   float64 // smooth weighted round-robin state
 
-	id       string
-	target   target
-	models   []string            // advertised, sanitized, registration order (without "*")
-	modelSet map[string]struct{} // only for long lists; short ones are scanned
+	id     string
+	target target
+	models []string // advertised, sanitized, registration order (without "*")
 }
-
-// modelSetThreshold is where a map beats scanning a short slice of strings.
-const modelSetThreshold = 8
 
 func (m *member) setModels(models []string) {
 	m.models = nil
@@ -45,24 +39,6 @@ func (m *member) setModels(models []string) {
 		}
 		m.models = append(m.models, name)
 	}
-	m.modelSet = nil
-	if len(m.models) > modelSetThreshold {
-		m.modelSet = make(map[string]struct{}, len(m.models))
-		for _, name := range m.models {
-			m.modelSet[name] = struct{}{}
-		}
-	}
-}
-
-func (m *member) serves(model string) bool {
-	if m.star {
-		return true
-	}
-	if m.modelSet != nil {
-		_, ok := m.modelSet[model]
-		return ok
-	}
-	return slices.Contains(m.models, model)
 }
 
 // load is what selection minimizes: for workers the larger of the reported load and the

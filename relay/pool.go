@@ -387,10 +387,3 @@ func (p *Pool) failQueued(err error, removing bool) {
 		req.handoff <- handoff{err: err}
 	}
 }
-
-// queueDepth is the number of requests waiting in the pool.
-func (p *Pool) queueDepth() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.queue.len()
-}

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"container/list"
-	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -58,15 +57,14 @@ type relayError struct {
 func (e *relayError) Error() string { return e.message }
 
 var (
-	errQueueFull       = &relayError{http.StatusTooManyRequests, "queue full", "queue_full"}
-	errQueueTimeout    = &relayError{http.StatusGatewayTimeout, "queue timeout: no worker available within deadline", ""}
-	errRequestTimeout  = &relayError{http.StatusGatewayTimeout, "request timeout", ""}
-	errRequeueLimit    = &relayError{http.StatusServiceUnavailable, "requeue attempts exhausted", ""}
-	errShuttingDown    = &relayError{http.StatusServiceUnavailable, "server is shutting down", ""}
-	errPoolRemoved     = &relayError{http.StatusServiceUnavailable, "pool removed", ""}
-	errNoReplica       = &relayError{http.StatusServiceUnavailable, "no healthy upstream available", ""}
-	errAllRefused      = &relayError{http.StatusBadGateway, "upstream error: every upstream refused the connection", ""}
-	errClientCancelled = errors.New("client cancelled the request")
+	errQueueFull      = &relayError{http.StatusTooManyRequests, "queue full", "queue_full"}
+	errQueueTimeout   = &relayError{http.StatusGatewayTimeout, "queue timeout: no worker available within deadline", ""}
+	errRequestTimeout = &relayError{http.StatusGatewayTimeout, "request timeout", ""}
+	errRequeueLimit   = &relayError{http.StatusServiceUnavailable, "requeue attempts exhausted", ""}
+	errShuttingDown   = &relayError{http.StatusServiceUnavailable, "server is shutting down", ""}
+	errPoolRemoved    = &relayError{http.StatusServiceUnavailable, "pool removed", ""}
+	errNoReplica      = &relayError{http.StatusServiceUnavailable, "no healthy upstream available", ""}
+	errAllRefused     = &relayError{http.StatusBadGateway, "upstream error: every upstream refused the connection", ""}
 )
 
 func errNoProvider(model string) *relayError {

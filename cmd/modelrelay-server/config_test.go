@@ -547,11 +547,11 @@ zzz: 1
 }
 
 func TestUnknownKeyWarningSurvivesError(t *testing.T) {
-	_, warns, err := loadCase{file: validAppProxyYAML + "  api_secert: x\n"}.load(t)
+	_, _, err := loadCase{file: validAppProxyYAML + "  api_secert: x\n"}.load(t)
 	if err != nil {
 		t.Fatalf("unexpected error %v", err)
 	}
-	_, warns, err = loadCase{file: strings.Replace(validAppProxyYAML, "api_secret:", "api_secert:", 1)}.load(t)
+	_, warns, err := loadCase{file: strings.Replace(validAppProxyYAML, "api_secret:", "api_secert:", 1)}.load(t)
 	if err == nil || !strings.Contains(err.Error(), "appproxy.api_secret: required") {
 		t.Fatalf("err = %v", err)
 	}
