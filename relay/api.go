@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"modelrelay/protocol"
 	"net/http"
 	"strconv"
 	"sync"
@@ -193,12 +194,6 @@ func (s *Server) answerFor(ctx context.Context, err error) error {
 	return err
 }
 
-type modelEntry struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	OwnedBy string `json:"owned_by"`
-}
-
 // handleModels lists the default pool's models in registration order, without "*".
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	WriteModels(w, s.Models(s.opts.Provider))
@@ -206,11 +201,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 
 // WriteModels answers an OpenAI model list.
 func WriteModels(w http.ResponseWriter, models []string) {
-	data := make([]modelEntry, 0, len(models))
-	for _, id := range models {
-		data = append(data, modelEntry{ID: id, Object: "model", OwnedBy: "worker-proxy"})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	writeJSON(w, http.StatusOK, protocol.NewModelList(models))
 }
 
 // Models returns the models the named pools serve, in registration order, de-duplicated.

@@ -191,19 +191,7 @@ func sanitizeName(raw string) (string, []string) {
 // sanitizeModels trims names, drops empties and exact duplicates (first seen wins), then caps
 // the list.
 func sanitizeModels(raw []string, limit int) (models []string, truncated bool) {
-	seen := make(map[string]struct{}, len(raw))
-	models = make([]string, 0, len(raw))
-	for _, m := range raw {
-		m = strings.TrimSpace(m)
-		if m == "" {
-			continue
-		}
-		if _, dup := seen[m]; dup {
-			continue
-		}
-		seen[m] = struct{}{}
-		models = append(models, m)
-	}
+	models = protocol.CleanModels(raw)
 	if limit > 0 && len(models) > limit {
 		return models[:limit], true
 	}

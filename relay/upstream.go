@@ -3,10 +3,10 @@ package relay
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"modelrelay/protocol"
 	"net"
 	"net/http"
 	"net/url"
@@ -255,21 +255,10 @@ func discoverModels(ctx context.Context, client *http.Client, base *url.URL) ([]
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /v1/models: status %d", resp.StatusCode)
 	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
+	models, err := protocol.DecodeModelIDs(resp.Body, 4<<20)
+	if err != nil {
 		return nil, fmt.Errorf("GET /v1/models: %w", err)
 	}
-	var ids []string
-	for _, d := range list.Data {
-		if d.ID != "" {
-			ids = append(ids, d.ID)
-		}
-	}
-	models, _ := sanitizeModels(ids, 0)
 	return models, nil
 }
 

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -149,19 +148,11 @@ func (b *backend) models(ctx context.Context) ([]string, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, fmt.Errorf("list backend models: status %d", resp.StatusCode)
 	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list); err != nil {
+	ids, err := protocol.DecodeModelIDs(resp.Body, 8<<20)
+	if err != nil {
 		return nil, fmt.Errorf("decode backend models: %w", err)
 	}
-	ids := make([]string, 0, len(list.Data))
-	for _, m := range list.Data {
-		ids = append(ids, m.ID)
-	}
-	if ids = cleanModels(ids); len(ids) == 0 {
+	if len(ids) == 0 {
 		return nil, errors.New("backend lists no models")
 	}
 	return ids, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"modelrelay/protocol"
 	"net/http"
 	"net/url"
 	"strings"
@@ -69,7 +70,8 @@ func (c Config) withDefaults() Config {
 	setDur(&c.WriteTimeout, 10*time.Second)
 	setDur(&c.DialTimeout, 10*time.Second)
 	setDur(&c.DiscoveryLimit, 10*time.Second)
-	c.Models = cleanModels(c.Models)
+	// The server cleans too, but a clean list keeps the wildcard check and the logs honest.
+	c.Models = protocol.CleanModels(c.Models)
 	return c
 }
 
@@ -86,22 +88,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("backend url %q must be an absolute http or https URL", c.BackendURL)
 	}
 	return nil
-}
-
-// cleanModels trims names and drops empties and duplicates; the server does the same, but a
-// clean list keeps the wildcard check and the logs honest.
-func cleanModels(models []string) []string {
-	out := make([]string, 0, len(models))
-	seen := make(map[string]bool, len(models))
-	for _, m := range models {
-		m = strings.TrimSpace(m)
-		if m == "" || seen[m] {
-			continue
-		}
-		seen[m] = true
-		out = append(out, m)
-	}
-	return out
 }
 
 // hasWildcard reports whether models asks for discovery from the backend.
