@@ -43,16 +43,13 @@ type adminWorker struct {
 }
 
 func (s *Server) handleAdminWorkers(w http.ResponseWriter, _ *http.Request) {
-	workers := []adminWorker{}
-	s.eachPool(func(name string, p *Pool) {
-		for _, m := range p.view().members {
-			if m.Kind == "worker" {
-				workers = append(workers, adminWorker{WorkerID: m.ID, Provider: name, WorkerName: m.Name,
-					Models: m.Models, MaxConcurrent: m.MaxConcurrent, ReportedLoad: m.ReportedLoad,
-					InFlightCount: m.InFlight, IsDraining: m.Draining})
-			}
-		}
-	})
+	views, _ := s.relayWorkers()
+	workers := make([]adminWorker, 0, len(views))
+	for _, m := range views {
+		workers = append(workers, adminWorker{WorkerID: m.ID, Provider: m.provider, WorkerName: m.Name,
+			Models: m.Models, MaxConcurrent: m.MaxConcurrent, ReportedLoad: m.ReportedLoad,
+			InFlightCount: m.InFlight, IsDraining: m.Draining})
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"workers": workers})
 }
 

@@ -77,20 +77,34 @@ type healthExtra struct {
 	value func() any
 }
 
-func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	workers := []healthWorker{}
-	queued := 0
+// workerView is a relay worker with the provider it joined.
+type workerView struct {
+	provider string
+	MemberView
+}
+
+// relayWorkers returns every connected relay worker, ordered by id, and the total queue depth.
+func (s *Server) relayWorkers() (workers []workerView, queued int) {
 	s.eachPool(func(name string, p *Pool) {
 		v := p.view()
 		queued += v.queued
 		for _, m := range v.members {
 			if m.Kind == "worker" {
-				workers = append(workers, healthWorker{ID: m.ID, Provider: name, Models: m.Models,
-					InFlight: m.InFlight, MaxConcurrent: m.MaxConcurrent, IsDraining: m.Draining})
+				workers = append(workers, workerView{name, m})
 			}
 		}
 	})
-	slices.SortFunc(workers, func(a, b healthWorker) int { return compareWorkerIDs(a.ID, b.ID) })
+	slices.SortFunc(workers, func(a, b workerView) int { return compareWorkerIDs(a.ID, b.ID) })
+	return workers, queued
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	views, queued := s.relayWorkers()
+	workers := make([]healthWorker, 0, len(views))
+	for _, m := range views {
+		workers = append(workers, healthWorker{ID: m.ID, Provider: m.provider, Models: m.Models,
+			InFlight: m.InFlight, MaxConcurrent: m.MaxConcurrent, IsDraining: m.Draining})
+	}
 	body := map[string]any{
 		"status":            "ok",
 		"version":           s.opts.Version,
