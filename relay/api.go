@@ -49,12 +49,6 @@ func (s *Server) ServeInferenceFor(w http.ResponseWriter, r *http.Request, d Dia
 			}
 			req := s.newRequest(r, d, arrival)
 			req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
-			if _, ok := req.Header["Idempotency-Key"]; !ok {
-				// Never sent (nil), but it lets an upstream call be retried on a fresh
-				// connection when a pooled one turns out dead before any response byte: the
-				// backend never saw the request then, and the body is rewindable.
-				req.Header["Idempotency-Key"] = nil
-			}
 			out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
 			s.run(r.Context(), req, s.choosePool(pools, f.Model), out)
 			s.metrics.observe(route, out.status, arrival, out.ttfb)

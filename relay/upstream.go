@@ -151,6 +151,12 @@ func (u *upstream) request(ctx context.Context, req *Request) (*http.Request, er
 	hreq.Header = req.Header
 	if req.stream != nil {
 		hreq.ContentLength = req.streamLength
+	} else if _, ok := req.Header["Idempotency-Key"]; !ok {
+		// Never sent (nil), but it lets the transport retry the call on a fresh connection
+		// when a pooled one turns out dead before any response byte: the backend never saw
+		// the request then, and the body is rewindable. (wireHeaders skips nil values, so a
+		// requeue to a relay worker carries no trace of it.)
+		req.Header["Idempotency-Key"] = nil
 	}
 	if u.clientHost {
 		hreq.Host = req.Host
