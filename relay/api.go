@@ -36,31 +36,37 @@ func (s *Server) ServeInferenceFor(w http.ResponseWriter, r *http.Request, d Dia
 		s.metrics.observe(route, errShuttingDown.status, arrival, 0)
 		return
 	}
-	body, err := readBody(r, s.opts.MaxBodyBytes)
-	if err == nil {
-		var f inferenceFields
-		if f, err = parseInference(body); err == nil {
-			pools, deny := choose(f.Model)
-			if deny != nil {
-				rec := statusRecorder{ResponseWriter: w}
-				deny.ServeHTTP(&rec, r)
-				s.metrics.observe(route, rec.status, arrival, 0)
-				return
-			}
-			req := s.newRequest(r, d, arrival)
-			req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
-			out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
-			s.run(r.Context(), req, s.choosePool(pools, f.Model), out)
-			s.metrics.observe(route, out.status, arrival, out.ttfb)
-			s.logRequest(r, req, out)
-			return
-		}
+	br := s.bodyReader(w, r)
+	defer br.release()
+	body, err := br.read()
+	if err != nil {
+		s.metrics.observe(route, s.refuseBody(w, r, d, err), arrival, 0)
+		return
 	}
-	var re *relayError
-	if errors.As(err, &re) {
-		writeError(w, d, re)
-		s.metrics.observe(route, re.status, arrival, 0)
+	f, err := parseInference(body)
+	if err != nil {
+		s.metrics.observe(route, s.refuseBody(w, r, d, err), arrival, 0)
+		return
 	}
+	pools, deny := choose(f.Model)
+	if deny != nil {
+		rec := statusRecorder{ResponseWriter: w}
+		deny.ServeHTTP(&rec, r)
+		s.metrics.observe(route, rec.status, arrival, 0)
+		return
+	}
+	req := s.newRequest(r, d, arrival)
+	req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
+	req.dispatched = br.release
+	out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
+	s.run(r.Context(), req, s.choosePool(pools, f.Model), out)
+	s.metrics.observe(route, out.status, arrival, out.ttfb)
+	s.logRequest(r, req, out)
+}
+
+func (s *Server) bodyReader(w http.ResponseWriter, r *http.Request) *bodyReader {
+	return &bodyReader{r: r, rc: http.NewResponseController(w), limits: &s.opts.BodyLimits,
+		budget: s.bodyBudget, max: s.opts.MaxBodyBytes}
 }
 
 // Provider is the pool of relay workers and static backends.
@@ -77,7 +83,8 @@ func (s *Server) ServePassThrough(w http.ResponseWriter, r *http.Request, pool s
 	}
 	req := s.newRequest(r, OpenAI, arrival)
 	req.Streaming = true // unknown content: relay each read as it comes
-	req.stream, req.streamLength = r.Body, r.ContentLength
+	req.stream = &streamedBody{r: r.Body, rc: http.NewResponseController(w), rate: s.opts.BodyLimits.MinRate, start: arrival}
+	req.streamLength = r.ContentLength
 	out := newResponder(w, OpenAI, 0, arrival)
 	s.run(r.Context(), req, s.pool(pool), out)
 }
@@ -154,6 +161,10 @@ func (s *Server) run(clientCtx context.Context, req *Request, pool *Pool, out *r
 			}
 			pool.fail(out, s.answerFor(ctx, err))
 			return
+		}
+		if req.dispatched != nil {
+			req.dispatched()
+			req.dispatched = nil
 		}
 		var once sync.Once
 		release := func() { once.Do(func() { pool.release(m) }) }

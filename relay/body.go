@@ -3,9 +3,6 @@ package relay
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"unicode/utf8"
 )
@@ -49,44 +46,3 @@ func parseInference(body []byte) (inferenceFields, error) {
 	return f, nil
 }
 
-// readBody reads at most limit bytes; a larger body is a 413.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
-	}
-	body, err := readAll(http.MaxBytesReader(nil, r.Body, limit), r.ContentLength)
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return nil, tooLarge(limit)
-	}
-	if err != nil {
-		return nil, errClientGone
-	}
-	return body, nil
-}
-
-func tooLarge(limit int64) *relayError {
-	return &relayError{status: http.StatusRequestEntityTooLarge, message: fmt.Sprintf("request body exceeds %d bytes", limit)}
-}
-
-// readAll is io.ReadAll that starts from the announced length, so a body arrives in one
-// allocation instead of a doubling series.
-func readAll(r io.Reader, announced int64) ([]byte, error) {
-	if announced <= 0 || announced > 1<<20 {
-		return io.ReadAll(r)
-	}
-	b := make([]byte, 0, announced+1) // +1: EOF is seen without growing
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // grow: the client sent more than it announced
-		}
-	}
-}

@@ -19,6 +19,7 @@ type metrics struct {
 	ttfb             *prometheus.HistogramVec
 	workersConnected prometheus.Gauge
 	strayFrames      prometheus.Counter
+	bodyErrors       *prometheus.CounterVec
 }
 
 var latencyBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -41,8 +42,12 @@ func newMetrics(s *Server) *metrics {
 		strayFrames: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "modelrelay_worker_stray_frames_total", Help: "Worker frames for requests the worker does not hold (dropped).",
 		}),
+		bodyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelrelay_request_body_errors_total",
+			Help: "Request bodies refused or abandoned, by reason (malformed, truncated, timeout, too_large, over_budget, client_gone, invalid).",
+		}, []string{"reason"}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames,
+	m.registry.MustRegister(m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors,
 		poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"container/list"
-	"io"
 	"net/http"
 	"time"
 )
@@ -29,7 +28,7 @@ type Request struct {
 	Dialect      Dialect
 	Method       string
 	Host         string    // the client's Host header (circuit replicas see it)
-	stream       io.Reader // pass-through: the client's body, streamed instead of Body
+	stream       *streamedBody // pass-through: the client's body, streamed instead of Body
 	streamLength int64     // its announced length (-1 unknown)
 
 	arrival   time.Time
@@ -39,6 +38,9 @@ type Request struct {
 	modelElem *list.Element // guarded by pool.mu: place in the queue of its model
 	order     int64         // guarded by pool.mu: queue position (requeues get smaller ones)
 	handoff   chan handoff  // capacity 1: the pool's answer to a queued request
+	// dispatched, when set, runs once a target has taken the request: the body no longer
+	// counts against the server's budget of bodies waiting.
+	dispatched func()
 }
 
 // handoff is what a waiting request receives: the member that took it, or why it never will.

@@ -24,6 +24,7 @@ type Options struct {
 	DrainTimeout           time.Duration
 	AdminToken             string
 	MaxBodyBytes           int64
+	BodyLimits             BodyLimits
 	MaxModelsPerWorker     int
 	MaxStreamBytes         int64
 	RequireProtocolVersion bool
@@ -84,6 +85,7 @@ type Server struct {
 
 	sessions    sync.Map // worker id -> *workerSession
 	authLimiter *authLimiter
+	bodyBudget  *bodyBudget
 	upstreams   *upstreamClient
 	backends    []*upstream
 
@@ -123,6 +125,7 @@ func New(opts Options) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Timings.fill()
+	opts.BodyLimits.fill()
 	s := &Server{
 		opts:        opts,
 		timings:     opts.Timings,
@@ -130,6 +133,7 @@ func New(opts Options) (*Server, error) {
 		started:     time.Now(),
 		authLimiter: newAuthLimiter(opts.Timings.AuthWindow),
 		upstreams:   newUpstreamClient(),
+		bodyBudget:  &bodyBudget{limit: opts.BodyLimits.Budget},
 	}
 	s.hardStop, s.stop = context.WithCancelCause(context.Background())
 	s.metrics = newMetrics(s)

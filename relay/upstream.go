@@ -101,6 +101,9 @@ func (u *upstream) serve(ctx context.Context, req *Request, out *responder, rele
 	}
 	resp, err := u.srv.upstreams.client.Do(hreq)
 	if err != nil {
+		if req.stream != nil && req.stream.err() != nil {
+			return req.stream.err() // the client's body broke, not the upstream
+		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}

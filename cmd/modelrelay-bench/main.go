@@ -5,6 +5,9 @@
 //
 //	go run ./cmd/modelrelay-bench [-duration 10s] [-only nginx,static] [-skip-install] [-pprof]
 //
+// `modelrelay-bench soak [-hold 10s]` measures what slow and oversized request bodies cost the
+// relay (its RSS and an ordinary request's latency while they are held).
+//
 // `modelrelay-bench upstream -listen ADDR` runs only the fake upstream (the benchmark starts
 // itself that way, so the upstream's CPU stays out of the generator's process).
 package main
@@ -34,6 +37,9 @@ type Options struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "upstream" {
 		os.Exit(upstreamMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "soak" {
+		os.Exit(soakMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	os.Exit(benchMain(os.Args[1:], os.Stdout, os.Stderr))
 }

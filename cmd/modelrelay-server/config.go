@@ -30,6 +30,9 @@ type Config struct {
 	AdminToken             string // "" = admin routes answer 403
 	RequireAPIKeys         bool   // reserved
 	MaxBodyBytes           int64
+	BodyReadTimeout        time.Duration
+	BodyMinRate            int64 // bytes/s; 0 = no minimum
+	BodyBudgetBytes        int64
 	MaxModelsPerWorker     int
 	MaxStreamBytes         int64
 	RequireProtocolVersion bool
@@ -121,6 +124,9 @@ var settings = []setting{
 	{key: "admin_token", flag: "admin-token", env: "MODELRELAY_ADMIN_TOKEN"},
 	{key: "require_api_keys", flag: "require-api-keys", env: "MODELRELAY_REQUIRE_API_KEYS", boolean: true},
 	{key: "max_body_bytes", flag: "max-body-bytes", env: "MAX_BODY_BYTES"},
+	{key: "body_read_timeout", flag: "body-read-timeout", env: "BODY_READ_TIMEOUT"},
+	{key: "body_min_rate", flag: "body-min-rate", env: "BODY_MIN_RATE"},
+	{key: "body_budget_bytes", flag: "body-budget-bytes", env: "BODY_BUDGET_BYTES"},
 	{key: "max_models_per_worker", flag: "max-models-per-worker", env: "MAX_MODELS_PER_WORKER"},
 	{key: "max_stream_bytes", flag: "max-stream-bytes", env: "MAX_STREAM_BYTES"},
 	{key: "require_protocol_version", flag: "require-protocol-version", env: "REQUIRE_PROTOCOL_VERSION", boolean: true},
@@ -154,6 +160,9 @@ func defaultValues() map[string]any {
 		"log_format":                     "text",
 		"require_api_keys":               false,
 		"max_body_bytes":                 int64(32 << 20),
+		"body_read_timeout":              30 * time.Second,
+		"body_min_rate":                  int64(4 << 10),
+		"body_budget_bytes":              int64(256 << 20),
 		"max_models_per_worker":          256,
 		"max_stream_bytes":               int64(10 << 30),
 		"require_protocol_version":       false,

@@ -65,6 +65,9 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		LogLevel:           "info",
 		LogFormat:          "text",
 		MaxBodyBytes:       33554432,
+		BodyReadTimeout:    30 * time.Second,
+		BodyMinRate:        4096,
+		BodyBudgetBytes:    256 << 20,
 		MaxModelsPerWorker: 256,
 		MaxStreamBytes:     10737418240,
 		AppProxy: AppProxyConfig{
@@ -256,7 +259,7 @@ models = "a, b"
 		Listen: "0.0.0.0:9000", WorkerSecret: "ws", Provider: "local", MaxQueueLen: 7,
 		QueueTimeout: 90 * time.Second, RequestTimeout: 300 * time.Second, DrainTimeout: 30 * time.Second,
 		LogLevel: "info", LogFormat: "text", MaxBodyBytes: 33554432, MaxModelsPerWorker: 256,
-		MaxStreamBytes: 10737418240,
+		MaxStreamBytes: 10737418240, BodyReadTimeout: 30 * time.Second, BodyMinRate: 4096, BodyBudgetBytes: 256 << 20,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")},
 		Backends: []BackendConfig{
 			{Name: "vllm", URL: "http://127.0.0.1:8000", Models: []string{"llama3-8b", "qwen"}, Weight: 2.5, MaxConcurrent: 3},

@@ -57,10 +57,18 @@ func (c Config) validate() error {
 		{"max_body_bytes", c.MaxBodyBytes},
 		{"max_models_per_worker", int64(c.MaxModelsPerWorker)},
 		{"max_stream_bytes", c.MaxStreamBytes},
+		{"body_budget_bytes", c.BodyBudgetBytes},
+		{"body_read_timeout", int64(c.BodyReadTimeout)},
 	} {
 		if limit.n == 0 {
 			return fmt.Errorf("config: %s: must be positive", limit.key)
 		}
+	}
+	if c.BodyMinRate < 0 {
+		return fmt.Errorf("config: body_min_rate: must not be negative, got %d", c.BodyMinRate)
+	}
+	if c.BodyBudgetBytes < c.MaxBodyBytes {
+		return fmt.Errorf("config: body_budget_bytes: must be at least max_body_bytes (%d), got %d", c.MaxBodyBytes, c.BodyBudgetBytes)
 	}
 	if err := validateBackends(c.Backends); err != nil {
 		return err

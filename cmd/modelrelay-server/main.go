@@ -84,6 +84,7 @@ func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 		DrainTimeout:           cfg.DrainTimeout,
 		AdminToken:             cfg.AdminToken,
 		MaxBodyBytes:           cfg.MaxBodyBytes,
+		BodyLimits:             bodyLimits(cfg),
 		MaxModelsPerWorker:     cfg.MaxModelsPerWorker,
 		MaxStreamBytes:         cfg.MaxStreamBytes,
 		RequireProtocolVersion: cfg.RequireProtocolVersion,
@@ -93,6 +94,14 @@ func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 		Logger:                 log,
 		Timings:                relay.Timings{HealthInterval: cfg.AppProxy.HealthCheckInterval},
 	}
+}
+
+func bodyLimits(cfg Config) relay.BodyLimits {
+	rate := cfg.BodyMinRate
+	if rate == 0 {
+		rate = -1 // relay: negative = no minimum rate
+	}
+	return relay.BodyLimits{ReadTimeout: cfg.BodyReadTimeout, MinRate: rate, Budget: cfg.BodyBudgetBytes}
 }
 
 // serve runs the relay until ctx ends (SIGTERM), then shuts down in order: in worker mode the

@@ -57,6 +57,13 @@ Limits:
                                  env MAX_BODY_BYTES, default 33554432 (32 MiB)
   --max-stream-bytes N           most bytes one streamed response may carry
                                  env MAX_STREAM_BYTES, default 10737418240 (10 GiB)
+  --body-read-timeout DURATION   a request body must arrive within this (408 after)
+                                 env BODY_READ_TIMEOUT, default 30s
+  --body-min-rate N              bytes/s a body must keep up after 5 s (0 = no minimum)
+                                 env BODY_MIN_RATE, default 4096
+  --body-budget-bytes N          bytes held in bodies not yet dispatched, server-wide
+                                 (503 with Retry-After past it)
+                                 env BODY_BUDGET_BYTES, default 268435456 (256 MiB)
 
 Logging:
   --log-level LEVEL              debug, info, warn or error
