@@ -45,4 +45,3 @@ func parseInference(body []byte) (inferenceFields, error) {
 	}
 	return f, nil
 }
-

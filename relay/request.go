@@ -27,9 +27,9 @@ type Request struct {
 	Header       http.Header // end-to-end request headers, already filtered
 	Dialect      Dialect
 	Method       string
-	Host         string    // the client's Host header (circuit replicas see it)
+	Host         string        // the client's Host header (circuit replicas see it)
 	stream       *streamedBody // pass-through: the client's body, streamed instead of Body
-	streamLength int64     // its announced length (-1 unknown)
+	streamLength int64         // its announced length (-1 unknown)
 
 	arrival   time.Time
 	requeues  int

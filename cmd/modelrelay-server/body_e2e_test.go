@@ -15,8 +15,8 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
