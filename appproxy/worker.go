@@ -67,7 +67,15 @@ type Worker struct {
 	// Owned by the Run goroutine.
 	everRegistered bool
 	attempts       int
-	dirty          bool // the store holds changes Apply has not accepted yet
+	dirty          bool              // the store holds changes Apply has not accepted yet
+	inFlight       map[string]bool   // coordinator calls running, by kind
+	pullAgain      bool              // a pull was asked for while one ran
+	beatAfterPull  bool              // send a heartbeat when the pull after registration ends
+	seq            uint64            // events applied so far
+	touched        map[string]uint64 // circuit id -> seq of the last event that changed it
+
+	results chan restResult // coordinator calls report here
+	calls   sync.WaitGroup  // coordinator calls running
 }
 
 // NewWorker checks the wiring.
@@ -86,6 +94,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 		events:     make(chan protocol.Event, 64),
 		subscribed: make(chan struct{}, 1),
 		dirty:      true, // the first pull applies even an empty set
+		inFlight:   map[string]bool{},
+		touched:    map[string]uint64{},
+		results:    make(chan restResult, 3),
 	}
 	if cfg.Events != nil {
 		w.acker = &Acker{Client: cfg.Events}
@@ -136,6 +147,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		wg.Go(func() { w.sub.Run(ctx) })
 	}
 	err := w.loop(ctx)
+	cancel() // ends coordinator calls still running
+	w.calls.Wait()
 	if err != nil {
 		return err
 	}
@@ -143,9 +156,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// loop is the one goroutine that owns the store, Apply, acks and the REST calls. Serializing
-// them keeps a pull fetched before an event from being applied after it (which would undo the
-// event until the next resync); the client's 10 s timeout bounds how long a call can delay an ack.
+// loop is the one goroutine that owns the store, Apply and acks. Coordinator REST calls run on
+// goroutines of their own and report back here, so an event is applied and acked the moment it
+// arrives even while the coordinator is slow to answer a heartbeat or a pull (it waits only 15 s
+// for an ack). A pull that started before an event was applied must not undo it: see merge.
 func (w *Worker) loop(ctx context.Context) error {
 	bo := newBackoff(w.cfg.MinBackoff, w.cfg.MaxBackoff)
 	first := time.Duration(0)
@@ -164,63 +178,161 @@ func (w *Worker) loop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-register.C:
-			if err := w.tryRegister(ctx, register, bo); err != nil {
-				return err
-			}
+			w.startRegister(ctx)
 		case <-w.subscribed:
 			switch {
 			case w.isRegistered():
-				w.pull(ctx, register)
+				w.startPull(ctx)
 			case w.attempts == 0:
 				register.Reset(0)
 			}
 		case ev := <-w.events:
 			w.handle(ctx, ev)
 		case <-heartbeat.C:
-			w.heartbeat(ctx, register)
+			w.startHeartbeat(ctx)
 		case <-resync.C:
 			if w.isRegistered() {
-				w.pull(ctx, register)
+				w.startPull(ctx)
 			} else if w.dirty {
 				w.apply(ctx, "retry")
+			}
+		case r := <-w.results:
+			if err := w.finish(ctx, r, register, heartbeat, bo); err != nil {
+				return err
 			}
 		}
 	}
 }
 
-// tryRegister registers (then pulls) unless already registered; failures are retried with
-// backoff, except a configuration error before the first success, which ends Run.
-func (w *Worker) tryRegister(ctx context.Context, register *time.Timer, bo *backoff) error {
-	if w.isRegistered() {
-		return nil
-	}
-	err := w.register(ctx)
-	switch {
-	case err == nil:
-		bo.Reset()
-		w.pull(ctx, register)
-	case errors.Is(err, ErrConfig) && !w.everRegistered:
-		return err // already one line: "coordinator register: HTTP 401: …"
-	case ctx.Err() == nil:
-		delay := bo.Next()
-		w.log.Warn("appproxy registration failed; retrying", "err", err, "retry_in", delay)
-		register.Reset(delay)
-	}
-	return nil
+// restResult is what one coordinator call reports back to the loop.
+type restResult struct {
+	call     string // "register", "pull" or "heartbeat"
+	workerID string // the id the call used (pull, heartbeat) or got (register)
+	nodes    int
+	circuits []protocol.Circuit
+	err      error
+	since    uint64 // pull: the event sequence number when it started
 }
 
-func (w *Worker) register(ctx context.Context) error {
-	w.attempts++
-	rec, err := w.cfg.Coordinator.Register(ctx, w.cfg.Registration)
-	w.cfg.Metrics.call("register", err)
-	if err != nil {
-		return err
+// rest runs call on its own goroutine; at most one call of each kind is in flight, so the
+// results channel (one slot per kind) never blocks the sender.
+func (w *Worker) rest(ctx context.Context, kind string, call func() restResult) bool {
+	if w.inFlight[kind] {
+		return false
 	}
-	w.everRegistered = true
-	w.mu.Lock()
-	w.workerID, w.registered, w.lastHeartbeatOK = rec.ID, true, true
-	w.mu.Unlock()
-	w.log.Info("appproxy registered with coordinator", "worker_id", rec.ID, "nodes", rec.Nodes)
+	w.inFlight[kind] = true
+	w.calls.Go(func() {
+		r := call()
+		r.call = kind
+		w.results <- r
+	})
+	return true
+}
+
+func (w *Worker) startRegister(ctx context.Context) {
+	if w.isRegistered() {
+		return
+	}
+	w.attempts++
+	w.rest(ctx, "register", func() restResult {
+		rec, err := w.cfg.Coordinator.Register(ctx, w.cfg.Registration)
+		w.cfg.Metrics.call("register", err)
+		if err != nil {
+			return restResult{err: err}
+		}
+		return restResult{workerID: rec.ID, nodes: rec.Nodes}
+	})
+}
+
+func (w *Worker) startPull(ctx context.Context) {
+	id, ok := w.id()
+	if !ok {
+		return
+	}
+	since := w.seq
+	if !w.rest(ctx, "pull", func() restResult {
+		cs, err := w.cfg.Coordinator.Circuits(ctx, id)
+		w.cfg.Metrics.call("pull", err)
+		return restResult{workerID: id, circuits: cs, err: err, since: since}
+	}) {
+		w.pullAgain = true // the running pull may predate what asked for this one
+	}
+}
+
+func (w *Worker) startHeartbeat(ctx context.Context) {
+	id, ok := w.id()
+	if !ok {
+		return
+	}
+	w.rest(ctx, "heartbeat", func() restResult {
+		_, err := w.cfg.Coordinator.Heartbeat(ctx, id)
+		w.cfg.Metrics.call("heartbeat", err)
+		return restResult{workerID: id, err: err}
+	})
+}
+
+// finish takes a coordinator call's result on the loop goroutine.
+func (w *Worker) finish(ctx context.Context, r restResult, register *time.Timer, heartbeat *time.Ticker, bo *backoff) error {
+	w.inFlight[r.call] = false
+	if ctx.Err() != nil {
+		return nil
+	}
+	current, _ := w.id()
+	switch r.call {
+	case "register":
+		switch {
+		case r.err == nil:
+			bo.Reset()
+			w.everRegistered = true
+			w.mu.Lock()
+			w.workerID, w.registered, w.lastHeartbeatOK = r.workerID, true, true
+			w.mu.Unlock()
+			w.log.Info("appproxy registered with coordinator", "worker_id", r.workerID, "nodes", r.nodes)
+			w.beatAfterPull = true
+			w.startPull(ctx)
+		case errors.Is(r.err, ErrConfig) && !w.everRegistered:
+			return r.err // already one line: "coordinator register: HTTP 401: …"
+		default:
+			delay := bo.Next()
+			w.log.Warn("appproxy registration failed; retrying", "err", r.err, "retry_in", delay)
+			register.Reset(delay)
+		}
+	case "pull":
+		switch {
+		case r.workerID != current:
+			// Asked under an id we no longer hold: its answer says nothing about this one.
+		case errors.Is(r.err, ErrNotFound):
+			w.forgotten(register, "circuit pull")
+		case r.err != nil:
+			w.log.Warn("appproxy circuit pull failed", "err", r.err)
+		default:
+			w.pulled(ctx, r)
+		}
+		if w.beatAfterPull && r.workerID == current {
+			// The stock worker's first PATCH follows register and pull at once.
+			w.beatAfterPull = false
+			heartbeat.Reset(w.cfg.HeartbeatPeriod)
+			w.startHeartbeat(ctx)
+		}
+		if w.pullAgain {
+			w.pullAgain = false
+			w.startPull(ctx)
+		}
+	case "heartbeat":
+		switch {
+		case r.workerID != current:
+		case r.err == nil:
+			if !w.heartbeatOK() {
+				w.log.Info("appproxy heartbeat recovered", "worker_id", r.workerID)
+			}
+			w.setHeartbeatOK(true)
+		case errors.Is(r.err, ErrNotFound):
+			w.forgotten(register, "heartbeat")
+		default:
+			w.setHeartbeatOK(false)
+			w.log.Warn("appproxy heartbeat failed", "err", r.err)
+		}
+	}
 	return nil
 }
 
@@ -233,49 +345,49 @@ func (w *Worker) forgotten(register *time.Timer, during string) {
 	register.Reset(0)
 }
 
-func (w *Worker) heartbeat(ctx context.Context, register *time.Timer) {
-	id, ok := w.id()
-	if !ok {
-		return
-	}
-	_, err := w.cfg.Coordinator.Heartbeat(ctx, id)
-	w.cfg.Metrics.call("heartbeat", err)
-	switch {
-	case err == nil:
-		w.setHeartbeatOK(true)
-	case errors.Is(err, ErrNotFound):
-		w.forgotten(register, "heartbeat")
-	case ctx.Err() == nil:
-		w.setHeartbeatOK(false)
-		w.log.Warn("appproxy heartbeat failed", "err", err)
-	}
-}
-
-// pull makes the store equal to the coordinator's list; this is what heals lost events.
-func (w *Worker) pull(ctx context.Context, register *time.Timer) {
-	id, ok := w.id()
-	if !ok {
-		return
-	}
-	cs, err := w.cfg.Coordinator.Circuits(ctx, id)
-	w.cfg.Metrics.call("pull", err)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		w.forgotten(register, "circuit pull")
-		return
-	case err != nil:
-		if ctx.Err() == nil {
-			w.log.Warn("appproxy circuit pull failed", "err", err)
+// pulled makes the store equal to the coordinator's list (this is what heals lost events),
+// except for circuits an event changed after the pull started: the event is newer than the
+// list, so those keep what the event made of them (present, absent, or with its routes).
+func (w *Worker) pulled(ctx context.Context, r restResult) {
+	changed := w.store.Replace(w.merge(w.serveable(r.circuits, slog.LevelDebug), r.since))
+	for id, seq := range w.touched {
+		if seq <= r.since {
+			delete(w.touched, id) // this pull saw that event's effect, or will be corrected by the next
 		}
-		return
 	}
-	if w.store.Replace(w.serveable(cs, slog.LevelDebug)) || w.dirty {
+	if changed || w.dirty {
 		if w.apply(ctx, "pull") != nil {
 			return
 		}
 	}
 	if w.cfg.OnFirstPull != nil {
 		w.firstPull.Do(w.cfg.OnFirstPull)
+	}
+}
+
+// merge is the pulled list with the store's view of every circuit touched by an event after
+// sequence number since.
+func (w *Worker) merge(pulled []protocol.Circuit, since uint64) []protocol.Circuit {
+	newer := func(id string) bool { return w.touched[id] > since }
+	out := make([]protocol.Circuit, 0, len(pulled))
+	for _, c := range pulled {
+		if !newer(c.ID) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range w.store.Circuits() {
+		if newer(c.ID) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// touch records that an event just changed circuits ids.
+func (w *Worker) touch(ids ...string) {
+	w.seq++
+	for _, id := range ids {
+		w.touched[id] = w.seq
 	}
 }
 
@@ -317,6 +429,12 @@ func (w *Worker) id() (string, bool) {
 func (w *Worker) isRegistered() bool {
 	_, ok := w.id()
 	return ok
+}
+
+func (w *Worker) heartbeatOK() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastHeartbeatOK
 }
 
 func (w *Worker) setHeartbeatOK(ok bool) {

@@ -39,8 +39,11 @@ func (w *Worker) handle(ctx context.Context, ev protocol.Event) {
 		for i, c := range e.Circuits {
 			ids[i] = c.ID
 		}
+		w.touch(ids...)
 		if w.store.Remove(ids...) || w.dirty {
-			w.apply(ctx, "removed")
+			if w.apply(ctx, "removed") == nil {
+				w.log.Info("appproxy circuits removed", "circuits", ids)
+			}
 		}
 	case *protocol.CircuitRouteUpdated:
 		if !w.ours(e.Authority, ev) {
@@ -50,6 +53,7 @@ func (w *Worker) handle(ctx context.Context, ev protocol.Event) {
 			w.log.Info("appproxy ignoring route update", "circuit", e.Circuit.ID, "reason", reason)
 			return
 		}
+		w.touch(e.Circuit.ID)
 		if w.store.SetRoutes(e.Circuit, e.Routes) || w.dirty {
 			w.apply(ctx, "route update")
 		}
@@ -74,6 +78,11 @@ func (w *Worker) created(ctx context.Context, e *protocol.CircuitCreated) {
 	if len(serve) == 0 {
 		return // nothing we serve: an ack would claim otherwise
 	}
+	ids := make([]string, len(serve))
+	for i, c := range serve {
+		ids[i] = c.ID
+	}
+	w.touch(ids...)
 	w.store.Add(serve...)
 	if err := w.apply(ctx, "created"); err != nil {
 		return // no ack; the next resync retries the apply

@@ -2,6 +2,7 @@ package appproxy_test
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	"encoding/json"
@@ -403,8 +404,10 @@ func TestPull404Reregisters(t *testing.T) {
 		s := h.worker.Status()
 		return s.Registered && s.WorkerID != first
 	})
-	if n := len(h.requests(http.MethodPatch)); n != 0 {
-		t.Fatalf("%d heartbeats; the pull alone should have noticed", n)
+	for _, p := range h.requests(http.MethodPatch) {
+		if p.Status != http.StatusOK {
+			t.Fatalf("a heartbeat answered %d; the pull alone should have noticed", p.Status)
+		}
 	}
 }
 
@@ -440,5 +443,83 @@ func TestNoAckUntilApplySucceeds(t *testing.T) {
 	// The resync that succeeds does not ack (pulls never do); a repeat of the event does.
 	if _, err := h.coord.PublishAndWaitAck(ctx(t), msg, "c-unready"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A coordinator slow on REST (heartbeat and pull answered 8 s late, under the client's 10 s
+// timeout) must not delay acks: the coordinator gives up on an ack after 15 s.
+func TestSlowCoordinatorRESTDoesNotDelayAcks(t *testing.T) {
+	h := newHarness(t, withHeartbeat(200*time.Millisecond), withResync(300*time.Millisecond)).start()
+	h.ready()
+	h.coord.Delay(http.MethodPatch, 8*time.Second)
+	h.coord.Delay(http.MethodGet, 8*time.Second)
+	defer h.coord.Delay(http.MethodPatch, 0)
+	defer h.coord.Delay(http.MethodGet, 0)
+	time.Sleep(500 * time.Millisecond) // a heartbeat and a pull are now waiting on the coordinator
+	for i := range 6 {
+		id := fmt.Sprintf("c-slow-%d", i)
+		start := time.Now()
+		if _, err := h.coord.CreateCircuit(ctx(t), testAuthority, circuitJSON(id, fmt.Sprintf("slow%d", i), "inference"), protocol.FormatArgs); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if took := time.Since(start); took > 100*time.Millisecond {
+			t.Errorf("%s acked after %s, want within 100 ms", id, took)
+		}
+	}
+	// A removal is applied at once too, not after the pull.
+	start := time.Now()
+	if err := h.coord.RemoveCircuit(ctx(t), testAuthority, "c-slow-0", protocol.FormatArgs); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("removal applied", func() bool { return !has(h.apply.Last(), "c-slow-0") })
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Errorf("removal applied after %s, want within 100 ms", took)
+	}
+}
+
+// A pull that started before an event must not undo it when its (older) list arrives.
+func TestPullStartedBeforeAnEventDoesNotUndoIt(t *testing.T) {
+	h := newHarness(t, withResync(100*time.Millisecond)).start()
+	h.ready()
+	if _, err := h.coord.CreateCircuit(ctx(t), testAuthority, circuitJSON("c-old", "old", "inference"), protocol.FormatArgs); err != nil {
+		t.Fatal(err)
+	}
+	h.coord.Delay(http.MethodGet, time.Second) // every pull's list is a second old when it lands
+	defer h.coord.Delay(http.MethodGet, 0)
+	time.Sleep(300 * time.Millisecond)
+	if _, err := h.coord.CreateCircuit(ctx(t), testAuthority, circuitJSON("c-new", "new", "inference"), protocol.FormatArgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.coord.RemoveCircuit(ctx(t), testAuthority, "c-old", protocol.FormatArgs); err != nil {
+		t.Fatal(err)
+	}
+	h.coord.DropCircuit(testAuthority, "c-old")
+	applied := len(h.apply.Calls())
+	time.Sleep(2500 * time.Millisecond) // pulls that started before the events land meanwhile
+	calls := h.apply.Calls()
+	if len(h.requests(http.MethodGet)) < 3 {
+		t.Fatalf("only %d pulls; the test needs pulls that straddle the events", len(h.requests(http.MethodGet)))
+	}
+	for i, cs := range calls[applied:] {
+		if !has(cs, "c-new") || has(cs, "c-old") {
+			t.Fatalf("apply %d after the events undid them: %v", i, ids(cs))
+		}
+	}
+	if !has(h.apply.Last(), "c-new") || has(h.apply.Last(), "c-old") {
+		t.Fatalf("final set %v", ids(h.apply.Last()))
+	}
+}
+
+// The first heartbeat follows registration and the first pull at once, not a period later.
+func TestFirstHeartbeatRightAfterRegisterAndPull(t *testing.T) {
+	h := newHarness(t, withHeartbeat(time.Hour)).start()
+	h.ready()
+	h.eventually("the first heartbeat", func() bool { return len(h.requests(http.MethodPatch)) == 1 })
+	var order []string
+	for _, r := range h.coord.Requests() {
+		order = append(order, r.Method)
+	}
+	if len(order) < 3 || order[0] != http.MethodPut || order[1] != http.MethodGet || order[2] != http.MethodPatch {
+		t.Fatalf("coordinator calls %v, want PUT, GET, PATCH first", order)
 	}
 }

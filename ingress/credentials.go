@@ -13,7 +13,10 @@ import (
 // api_secret), as the coordinator and manager issue them.
 type Verifier struct {
 	Secret []byte
-	cache  *tokenCache // nil: verify every time
+	// RequireExp refuses tokens without "exp". Off by default: PyJWT and the stock worker accept
+	// them forever, and coordinators in the field mint such tokens.
+	RequireExp bool
+	cache      *tokenCache // nil: verify every time
 }
 
 // NewVerifier returns a Verifier that remembers the tokens it verified (see tokenCache).
@@ -37,6 +40,7 @@ const (
 	reasonIat       = "The token is not yet valid (iat)"
 	reasonClaimType = "Invalid claim type"
 	reasonAudience  = "Invalid audience"
+	reasonNoExp     = `Token is missing the "exp" claim`
 	reasonOther     = "Invalid token"
 )
 
@@ -85,9 +89,13 @@ func (v Verifier) verify(token string) (string, *Problem) {
 	if claims.hasAud {
 		return "", invalidToken(reasonAudience)
 	}
+	exp, _ := claims.exp.get()
+	if v.RequireExp && exp == nil {
+		return "", invalidToken(reasonNoExp)
+	}
 	if v.cache != nil {
 		entry := cachedToken{id: claims.id}
-		if exp, _ := claims.exp.get(); exp != nil {
+		if exp != nil {
 			entry.exp = exp.Time
 		}
 		v.cache.put(token, entry)

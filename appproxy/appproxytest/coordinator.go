@@ -1,6 +1,7 @@
 package appproxytest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ type Coordinator struct {
 	circuits map[string][]storedCircuit
 	requests []Request
 	fail     int
+	delays   map[string]time.Duration // by method: answers held back this long
 	// OnRegister, when set, runs inside a successful PUT before the answer is written.
 	onRegister func(authority string)
 }
@@ -82,6 +84,18 @@ func (c *Coordinator) FailWith(status int) {
 	c.mu.Unlock()
 }
 
+// Delay holds back every answer to method (PATCH = heartbeat, GET = circuit pull) by d: the
+// answer is computed when the request arrives and delivered d later, as from a coordinator whose
+// database is slow to commit. d = 0 ends the delay.
+func (c *Coordinator) Delay(method string, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.delays == nil {
+		c.delays = map[string]time.Duration{}
+	}
+	c.delays[method] = d
+}
+
 // Forget drops the workers registered under authorities (every worker when none is named), as a
 // coordinator that lost its database would: their next heartbeat, pull or deregister gets 404.
 func (c *Coordinator) Forget(authorities ...string) {
@@ -128,11 +142,47 @@ func (c *Coordinator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rec.Subscribers = n[protocol.EventsChannel]
 		}
 	}
-	status := c.serve(w, r, body)
+	c.mu.Lock()
+	delay := c.delays[r.Method]
+	c.mu.Unlock()
+	buf := &heldResponse{header: http.Header{}}
+	status := c.serve(buf, r, body)
 	rec.Status = status
 	c.mu.Lock()
 	c.requests = append(c.requests, rec)
 	c.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	for k, v := range buf.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(buf.status)
+	w.Write(buf.body.Bytes())
+}
+
+// heldResponse is an answer computed now and written later.
+type heldResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (h *heldResponse) Header() http.Header { return h.header }
+func (h *heldResponse) WriteHeader(status int) {
+	if h.status == 0 {
+		h.status = status
+	}
+}
+func (h *heldResponse) Write(b []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	return h.body.Write(b)
 }
 
 // serve answers one request and returns the status written.

@@ -74,6 +74,7 @@ type AppProxyConfig struct {
 	RouteMaxConcurrent  int // 0 = none
 	HealthCheckInterval time.Duration
 	LiveMarkers         bool
+	RequireTokenExp     bool // refuse circuit tokens without "exp" (PyJWT accepts them)
 }
 
 // RedisSentinel reports whether RedisURL names a Sentinel master (parse it with
@@ -139,7 +140,7 @@ var appProxyKeys = []string{
 	"authority", "hostname", "api_port", "wildcard_domain", "wildcard_traffic_port",
 	"tls_listen", "tls_cert", "tls_key", "tls_advertised", "aggregation_hosts",
 	"heartbeat_period", "reconcile_interval", "route_max_concurrent", "health_check_interval",
-	"live_markers",
+	"live_markers", "require_token_exp",
 }
 
 var backendKeys = []string{"name", "url", "models", "weight", "max_concurrent"}
@@ -176,6 +177,7 @@ func defaultValues() map[string]any {
 		"appproxy.route_max_concurrent":  0,
 		"appproxy.health_check_interval": 10 * time.Second,
 		"appproxy.live_markers":          true,
+		"appproxy.require_token_exp":     false,
 	}
 }
 

@@ -296,6 +296,7 @@ func decodeAppProxy(d *decoder) AppProxyConfig {
 		RouteMaxConcurrent:  d.int(key("route_max_concurrent")),
 		HealthCheckInterval: d.duration(key("health_check_interval")),
 		LiveMarkers:         d.boolean(key("live_markers")),
+		RequireTokenExp:     d.boolean(key("require_token_exp")),
 	}
 }
 

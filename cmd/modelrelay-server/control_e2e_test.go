@@ -181,6 +181,10 @@ func TestE2EEventRightAfterRegistrationIsNotLost(t *testing.T) {
 				return
 			}
 			watches <- w
+			// Stored first, as the real coordinator commits the circuit before it publishes.
+			if _, err := coord.AddCircuit(authority, c.json()); err != nil {
+				t.Errorf("assign circuit: %v", err)
+			}
 			msg, _ := protocol.EncodeCircuitEvent(protocol.EventCircuitCreated, authority, "["+string(c.json())+"]", protocol.FormatArgs)
 			// Published while the registration is still unanswered: only a worker that
 			// subscribed first can see it.

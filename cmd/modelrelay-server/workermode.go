@@ -81,8 +81,10 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 	if err != nil {
 		return nil, err
 	}
+	verifier := ingress.NewVerifier([]byte(ap.JWTSecret))
+	verifier.RequireExp = ap.RequireTokenExp
 	m.front = &front{relay: srv, own: srv.Handler(), router: router, circuits: m.applier,
-		verifier: ingress.NewVerifier([]byte(ap.JWTSecret)), trusted: cfg.TrustedProxies}
+		verifier: verifier, trusted: cfg.TrustedProxies}
 	srv.SetHealthExtra("appproxy", func() any { return m.worker.Status() })
 	srv.SetCircuitLister(func() any { return m.applier.Circuits() })
 	srv.Registry().MustRegister(
