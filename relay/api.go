@@ -90,10 +90,12 @@ func (s *Server) ServePassThrough(w http.ResponseWriter, r *http.Request, pool s
 }
 
 func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Request {
+	header := filterHeader(r.Header)
+	forwardHeaders(header, r, s.opts.TrustedProxies)
 	return &Request{
 		ID:      "req-" + strconv.FormatUint(s.reqSeq.Add(1), 10),
 		Path:    r.URL.RequestURI(),
-		Header:  filterHeader(r.Header),
+		Header:  header,
 		Dialect: d,
 		Method:  r.Method,
 		Host:    r.Host,

@@ -2,22 +2,51 @@ package relay
 
 import (
 	"net/http"
+	"net/netip"
 	"net/textproto"
 	"strings"
 
 	"modelrelay/protocol"
 )
 
-// filterHeader returns the end-to-end subset of h.
+// filterHeader returns the end-to-end subset of h, without the headers that name the client
+// (forwardHeaders sets those from what the relay can vouch for).
 func filterHeader(h http.Header) http.Header {
 	listed := protocol.ConnectionListed(h.Values("Connection"))
-	out := make(http.Header, len(h))
+	out := make(http.Header, len(h)+3)
 	for name, values := range h {
-		if protocol.EndToEnd(name, listed) {
+		if protocol.EndToEnd(name, listed) && !namesClient(name) {
 			out[name] = values
 		}
 	}
 	return out
+}
+
+// namesClient reports whether a request header claims who the client is or how it connected.
+// A client can write any of them, so none reaches a target as the client sent it.
+func namesClient(name string) bool {
+	if len(name) > 12 && strings.EqualFold(name[:12], "x-forwarded-") {
+		return true
+	}
+	for _, h := range [...]string{"forwarded", "x-real-ip", "x-client-ip", "true-client-ip", "x-original-forwarded-for"} {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardHeaders tells the target who asked, as the stock AppProxy worker does: the client is
+// the address the relay vouches for (the TCP peer, or through trusted proxies only), the proto
+// is how it reached us, the host is the one it asked for.
+func forwardHeaders(h http.Header, r *http.Request, trusted []netip.Prefix) {
+	h["X-Forwarded-For"] = []string{peerIP(r, trusted)}
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	h["X-Forwarded-Proto"] = []string{proto}
+	h["X-Forwarded-Host"] = []string{strings.ToLower(r.Host)}
 }
 
 // wireHeaders converts end-to-end headers to the relay protocol's form: lowercase names,

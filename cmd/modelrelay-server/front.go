@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"modelrelay/ingress"
 	"modelrelay/reconcile"
@@ -63,7 +62,6 @@ func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.
 		p.ServeHTTP(w, r)
 		return
 	}
-	setForwarded(r, ip)
 	if d, ok := inferenceCall(r); ok {
 		f.relay.ServeInference(w, r, d, c.Pool)
 		return
@@ -91,7 +89,6 @@ func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost boo
 		relay.WriteModels(w, f.modelsFor(caller))
 		return
 	}
-	setForwarded(r, ip)
 	f.relay.ServeInferenceFor(w, r, d, func(model string) ([]string, http.Handler) {
 		table := f.router.Table()
 		var candidates []*ingress.Circuit
@@ -100,11 +97,11 @@ func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost boo
 				candidates = append(candidates, c)
 			}
 		}
-		kept, problem := caller.Filter(candidates)
+		// Circuits the caller may not use are answered exactly as a model nobody serves: a 401
+		// or 403 here would reveal a private model's name that /v1/models hides. (The circuit's
+		// own host still answers 401/403: its name is no secret to whoever holds it.)
+		kept, _ := caller.Filter(candidates)
 		if len(kept) == 0 {
-			if problem != nil {
-				return nil, problem
-			}
 			return []string{f.relay.Provider()}, nil // relay workers and static backends
 		}
 		pools := make([]string, len(kept))
@@ -134,21 +131,4 @@ func (f *front) modelsFor(caller ingress.Caller) []string {
 		}
 	}
 	return models
-}
-
-// setForwarded tells the model server who asked, as the stock AppProxy worker does. The
-// client is the address ingress vouched for (through trusted proxies only), so a chain a
-// client made up never reaches the model server as fact.
-func setForwarded(r *http.Request, client netip.Addr) {
-	if client.IsValid() {
-		r.Header.Set("X-Forwarded-For", client.String())
-	} else {
-		r.Header.Del("X-Forwarded-For")
-	}
-	proto := "http"
-	if r.TLS != nil {
-		proto = "https"
-	}
-	r.Header.Set("X-Forwarded-Proto", proto)
-	r.Header.Set("X-Forwarded-Host", strings.ToLower(r.Host))
 }
