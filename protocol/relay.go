@@ -14,6 +14,11 @@ import (
 	"fmt"
 )
 
+// DefaultMaxFrameBytes is the largest frame a relay server reads from a worker unless
+// configured otherwise (max_frame_bytes). A response_complete carries a whole non-streamed
+// answer, so the worker daemon must send nothing larger: both sides default to this.
+const DefaultMaxFrameBytes = 64 << 20
+
 // Version is the protocol version this implementation speaks.
 const Version = "2026-04-bridge-v1"
 

@@ -16,7 +16,6 @@ import (
 
 const (
 	maxWorkerNameRunes = 128
-	maxFrameBytes      = 64 << 20 // a response_complete carries a whole body
 )
 
 var upgrader = websocket.Upgrader{
@@ -32,7 +31,7 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader already answered with an HTTP error
 	}
-	conn.SetReadLimit(maxFrameBytes)
+	conn.SetReadLimit(s.opts.MaxFrameBytes)
 	provider := r.URL.Query().Get("provider")
 	if provider == "" {
 		provider = "local"

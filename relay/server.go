@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"modelrelay/protocol"
 )
 
 // Options configure a Server. Zero values take the defaults of the relay contract.
@@ -27,6 +29,7 @@ type Options struct {
 	BodyLimits             BodyLimits
 	MaxModelsPerWorker     int
 	MaxStreamBytes         int64
+	MaxFrameBytes          int64 // largest worker frame read (a non-streamed answer travels in one)
 	RequireProtocolVersion bool
 	TrustedProxies         []netip.Prefix
 	Backends               []Backend
@@ -114,6 +117,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxModelsPerWorker <= 0 {
 		opts.MaxModelsPerWorker = 256
+	}
+	if opts.MaxFrameBytes <= 0 {
+		opts.MaxFrameBytes = protocol.DefaultMaxFrameBytes
 	}
 	if opts.MaxStreamBytes <= 0 {
 		opts.MaxStreamBytes = 10 << 30

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
@@ -19,8 +18,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"modelrelay/appproxy/appproxytest"
 )
 
 // bodyEnv is the real binary in AppProxy mode with one public circuit serving model "m".
@@ -34,20 +31,24 @@ func bodyEnvCmd(t *testing.T, extra map[string]string) (*e2eEnv, *exec.Cmd) {
 	rep := newReplica(t, "r", "m")
 	c := newCircuit("body", route{port: rep.port()})
 	c.public = true
-	redisAddr, _ := appproxytest.StartRedis(t)
-	coord := appproxytest.NewCoordinator(e2eSecret, redisAddr)
-	t.Cleanup(func() { coord.Close() })
-	cs := httptest.NewServer(coord)
-	t.Cleanup(cs.Close)
-	e := &e2eEnv{t: t, authority: "modelrelay-body", redisAddr: redisAddr, coord: coord, coordURL: cs.URL,
-		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{Proxy: nil}}}
-	t.Cleanup(e.client.CloseIdleConnections)
-	if _, err := coord.AddCircuit(e.authority, c.json()); err != nil {
-		t.Fatal(err)
+	e, cmd := startBinaryEnv(t, extra, c)
+	e.waitServing(circuitHost("body"), nil)
+	return e, cmd
+}
+
+// startBinaryEnv runs the real binary in AppProxy mode (private Redis, the test coordinator)
+// with circuits assigned, and waits until it is registered and ready.
+func startBinaryEnv(t *testing.T, extra map[string]string, circuits ...circuitSpec) (*e2eEnv, *exec.Cmd) {
+	t.Helper()
+	e := binaryEnv(t, "modelrelay-bin")
+	e.client.Timeout = 60 * time.Second
+	for _, c := range circuits {
+		if _, err := e.coord.AddCircuit(e.authority, c.json()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cmd, _, _ := startBinary(t, e, extra)
 	e.waitReady()
-	e.waitServing(circuitHost("body"), nil)
 	return e, cmd
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/v2"
+
+	"modelrelay/protocol"
 )
 
 // Config is the server's effective configuration after flags, environment, config file and
@@ -35,6 +37,7 @@ type Config struct {
 	BodyBudgetBytes        int64
 	MaxModelsPerWorker     int
 	MaxStreamBytes         int64
+	MaxFrameBytes          int64
 	RequireProtocolVersion bool
 	TrustedProxies         []netip.Prefix // masked; bare IPs became /32 or /128
 	Backends               []BackendConfig
@@ -130,6 +133,7 @@ var settings = []setting{
 	{key: "body_budget_bytes", flag: "body-budget-bytes", env: "BODY_BUDGET_BYTES"},
 	{key: "max_models_per_worker", flag: "max-models-per-worker", env: "MAX_MODELS_PER_WORKER"},
 	{key: "max_stream_bytes", flag: "max-stream-bytes", env: "MAX_STREAM_BYTES"},
+	{key: "max_frame_bytes", flag: "max-frame-bytes", env: "MAX_FRAME_BYTES"},
 	{key: "require_protocol_version", flag: "require-protocol-version", env: "REQUIRE_PROTOCOL_VERSION", boolean: true},
 	{key: "trusted_proxies", flag: "trusted-proxies", env: "TRUSTED_PROXIES"},
 }
@@ -166,6 +170,7 @@ func defaultValues() map[string]any {
 		"body_budget_bytes":              int64(256 << 20),
 		"max_models_per_worker":          256,
 		"max_stream_bytes":               int64(10 << 30),
+		"max_frame_bytes":                int64(protocol.DefaultMaxFrameBytes),
 		"require_protocol_version":       false,
 		"appproxy.enabled":               false,
 		"appproxy.events_enabled":        true,

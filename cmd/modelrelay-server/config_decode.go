@@ -258,6 +258,7 @@ func decodeConfig(k *koanf.Koanf) (Config, error) {
 		BodyBudgetBytes:        d.int64("body_budget_bytes"),
 		MaxModelsPerWorker:     d.int("max_models_per_worker"),
 		MaxStreamBytes:         d.int64("max_stream_bytes"),
+		MaxFrameBytes:          d.int64("max_frame_bytes"),
 		RequireProtocolVersion: d.boolean("require_protocol_version"),
 		TrustedProxies:         d.prefixes("trusted_proxies"),
 		AppProxy:               decodeAppProxy(d),

@@ -58,6 +58,7 @@ func (c Config) validate() error {
 		{"max_models_per_worker", int64(c.MaxModelsPerWorker)},
 		{"max_stream_bytes", c.MaxStreamBytes},
 		{"body_budget_bytes", c.BodyBudgetBytes},
+		{"max_frame_bytes", c.MaxFrameBytes},
 		{"body_read_timeout", int64(c.BodyReadTimeout)},
 	} {
 		if limit.n == 0 {

@@ -7,7 +7,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,5 +144,32 @@ func TestE2EClientMadeForwardingHeadersNeverReachTheModelServer(t *testing.T) {
 		if got := h.Get("X-Forwarded-Host"); got != tc.wantHost {
 			t.Errorf("%s: X-Forwarded-Host %q, want %q", tc.name, got, tc.wantHost)
 		}
+	}
+}
+
+// A 40 MiB non-streamed answer crosses the worker daemon in one frame: the daemon's limit and
+// the server's agree (64 MiB by default on both sides).
+func TestE2EFortyMiBAnswerThroughTheWorkerDaemon(t *testing.T) {
+	answer := `{"id":"big","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("x", 40<<20) + `"},"finish_reason":"stop"}]}`
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			io.WriteString(w, `{"object":"list","data":[{"id":"big-m","object":"model"}]}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer)
+	}))
+	defer backend.Close()
+	config := writeConfig(t, "worker_secret: big-secret\n")
+	e, _ := startBinaryEnv(t, map[string]string{"MODELRELAY_CONFIG": config})
+	startWorkerDaemon(t, e.addr, "big-secret", backend.URL, "big-m")
+	eventually(t, 15*time.Second, "worker registered", func() (bool, string) {
+		st, _, body := e.do("GET", "", "/v1/models", nil, nil)
+		return st == 200 && strings.Contains(string(body), "big-m"), string(body)
+	})
+	st, _, body := e.chat("", "big-m", nil)
+	if st != http.StatusOK || string(body) != answer {
+		t.Fatalf("40 MiB answer: status %d, %d bytes (want %d)", st, len(body), len(answer))
 	}
 }

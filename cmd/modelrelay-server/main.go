@@ -87,6 +87,7 @@ func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 		BodyLimits:             bodyLimits(cfg),
 		MaxModelsPerWorker:     cfg.MaxModelsPerWorker,
 		MaxStreamBytes:         cfg.MaxStreamBytes,
+		MaxFrameBytes:          cfg.MaxFrameBytes,
 		RequireProtocolVersion: cfg.RequireProtocolVersion,
 		TrustedProxies:         cfg.TrustedProxies,
 		Backends:               backends,

@@ -57,6 +57,10 @@ Limits:
                                  env MAX_BODY_BYTES, default 33554432 (32 MiB)
   --max-stream-bytes N           most bytes one streamed response may carry
                                  env MAX_STREAM_BYTES, default 10737418240 (10 GiB)
+  --max-frame-bytes N            largest frame a relay worker may send (a non-streamed
+                                 answer travels in one); the worker's --max-frame-bytes
+                                 must not exceed it
+                                 env MAX_FRAME_BYTES, default 67108864 (64 MiB)
   --body-read-timeout DURATION   a request body must arrive within this (408 after)
                                  env BODY_READ_TIMEOUT, default 30s
   --body-min-rate N              bytes/s a body must keep up after 5 s (0 = no minimum)

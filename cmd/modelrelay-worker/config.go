@@ -36,6 +36,7 @@ var options = []option{
 	{"models", "MODELS", "default", "LIST", "comma-separated models served; * = ask the backend's /v1/models"},
 	{"max-concurrency", "MAX_CONCURRENCY", "1", "N", "requests forwarded to the backend at once"},
 	{"backend-url", "BACKEND_URL", "http://127.0.0.1:8000", "URL", "base URL of the local model backend"},
+	{"max-frame-bytes", "MAX_FRAME_BYTES", "67108864", "N", "largest frame sent to the server; a non-streamed answer travels in one (must not exceed the server's max_frame_bytes)"},
 	{"drain-timeout", "DRAIN_TIMEOUT_SECS", "30", "SECS", "on SIGTERM, how long in-flight requests may finish (seconds or 1m30s)"},
 	{"log-level", "LOG_LEVEL", "info", "LEVEL", "debug, info, warn or error"},
 }
@@ -48,6 +49,7 @@ type settings struct {
 	WorkerName     string
 	Models         []string
 	MaxConcurrency int
+	MaxFrameBytes  int64
 	BackendURL     string
 	DrainTimeout   time.Duration
 	LogLevel       slog.Level
@@ -159,6 +161,7 @@ func resolve(k *koanf.Koanf) (settings, error) {
 	s.WorkerName = str("worker_name")
 	s.BackendURL = str("backend_url")
 	concurrency := str("max_concurrency")
+	frame := str("max_frame_bytes")
 	drain := str("drain_timeout")
 	level := str("log_level")
 	if err != nil {
@@ -169,6 +172,9 @@ func resolve(k *koanf.Koanf) (settings, error) {
 	}
 	if s.MaxConcurrency, err = parseConcurrency(concurrency); err != nil {
 		return s, err
+	}
+	if s.MaxFrameBytes, err = strconv.ParseInt(frame, 10, 64); err != nil || s.MaxFrameBytes < 1<<20 {
+		return s, fmt.Errorf("max-frame-bytes must be a whole number of bytes, at least 1048576, got %q", frame)
 	}
 	if s.DrainTimeout, err = parseSeconds(drain); err != nil {
 		return s, fmt.Errorf("drain-timeout: %w", err)

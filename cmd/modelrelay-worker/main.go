@@ -53,7 +53,7 @@ func run(signals context.Context, stopSignals func(), args []string,
 	}
 	d, err := daemon.New(daemon.Config{
 		ProxyURL: s.ProxyURL, Provider: s.Provider, WorkerSecret: s.WorkerSecret,
-		WorkerName: s.WorkerName, Models: s.Models, MaxConcurrency: s.MaxConcurrency,
+		WorkerName: s.WorkerName, Models: s.Models, MaxConcurrency: s.MaxConcurrency, MaxFrameBytes: s.MaxFrameBytes,
 		BackendURL: s.BackendURL, Logger: log,
 	})
 	if err != nil {

@@ -15,10 +15,6 @@ import (
 	"modelrelay/protocol"
 )
 
-// maxCompleteBody caps a non-streaming backend answer: it travels in one frame, and the server
-// only promises to read frames of 64 MiB (escaping can double a JSON body).
-const maxCompleteBody = 32 << 20
-
 // readSize is the most one response_chunk carries.
 const readSize = 32 << 10
 
@@ -30,9 +26,12 @@ type backend struct {
 	base   string
 	client *http.Client
 	log    *slog.Logger
+	// maxBody caps a non-streamed answer: it travels in one frame of at most the frame limit
+	// (the outbox checks the encoded frame; a raw body over the limit cannot fit in any case).
+	maxBody int64
 }
 
-func newBackend(base string, client *http.Client, dialTimeout time.Duration, maxConcurrency int, log *slog.Logger) *backend {
+func newBackend(base string, client *http.Client, dialTimeout time.Duration, maxConcurrency int, maxBody int64, log *slog.Logger) *backend {
 	if client == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		// Asking for gzip would make net/http decompress transparently; asking for nothing
@@ -43,7 +42,7 @@ func newBackend(base string, client *http.Client, dialTimeout time.Duration, max
 		t.MaxIdleConnsPerHost = max(64, maxConcurrency)
 		client = &http.Client{Transport: t}
 	}
-	return &backend{base: strings.TrimRight(base, "/"), client: client, log: log}
+	return &backend{base: strings.TrimRight(base, "/"), client: client, log: log, maxBody: maxBody}
 }
 
 // fail turns a transport error into the 502 for one request. The operator's log gets the
@@ -89,13 +88,12 @@ func (b *backend) forward(ctx context.Context, req protocol.Request, emit emitFu
 }
 
 func (b *backend) whole(ctx context.Context, req protocol.Request, resp *http.Response) protocol.ResponseComplete {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCompleteBody+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, b.maxBody+1))
 	if err != nil {
 		return b.fail(ctx, req, "reading backend response", err)
 	}
-	if len(body) > maxCompleteBody {
-		return backendFailure(fmt.Sprintf("backend response exceeds %d bytes", maxCompleteBody)).
-			complete(req.RequestID, req.EndpointPath)
+	if int64(len(body)) > b.maxBody {
+		return tooLargeForFrame(b.maxBody).complete(req.RequestID, req.EndpointPath)
 	}
 	s := string(body)
 	return protocol.ResponseComplete{RequestID: req.RequestID, StatusCode: uint16(resp.StatusCode),

@@ -21,6 +21,9 @@ type Config struct {
 	Models         []string // "*" = discover from the backend's /v1/models
 	MaxConcurrency int      // requests served at once; < 1 = 1
 	BackendURL     string   // base URL the endpoint paths are appended to
+	// MaxFrameBytes is the largest frame sent to the server: a non-streamed answer travels in
+	// one. It must not exceed the server's max_frame_bytes (both default to 64 MiB).
+	MaxFrameBytes int64
 
 	Logger     *slog.Logger // nil = slog.Default()
 	HTTPClient *http.Client // backend client; nil = one without transparent compression
@@ -58,6 +61,9 @@ func (c Config) withDefaults() Config {
 	c.MaxConcurrency = max(1, min(c.MaxConcurrency, math.MaxUint32))
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = protocol.DefaultMaxFrameBytes
 	}
 	setDur(&c.IdleTimeout, 90*time.Second)
 	setDur(&c.BackoffMin, time.Second)

@@ -39,7 +39,7 @@ func New(cfg Config) (*Daemon, error) {
 	return &Daemon{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		backend:    newBackend(cfg.BackendURL, cfg.HTTPClient, cfg.DialTimeout, cfg.MaxConcurrency, cfg.Logger),
+		backend:    newBackend(cfg.BackendURL, cfg.HTTPClient, cfg.DialTimeout, cfg.MaxConcurrency, cfg.MaxFrameBytes, cfg.Logger),
 		connectURL: u,
 		stopping:   make(chan struct{}),
 		done:       make(chan struct{}),
@@ -145,7 +145,7 @@ func (d *Daemon) connect(ctx context.Context) sessionEnd {
 		"max_concurrency", d.cfg.MaxConcurrency)
 	s := &session{
 		cfg: d.cfg, log: d.log, backend: d.backend, conn: conn,
-		out: newOutbox(conn, d.cfg.WriteTimeout), flights: newFlights(d.cfg.MaxConcurrency),
+		out: newOutbox(conn, d.cfg.WriteTimeout, d.cfg.MaxFrameBytes), flights: newFlights(d.cfg.MaxConcurrency),
 		stopping: d.stopping, models: models, refresh: d.resolveModels,
 	}
 	return s.run(ctx)

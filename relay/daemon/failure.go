@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"modelrelay/protocol"
@@ -22,6 +23,12 @@ var (
 
 func backendFailure(message string) failure {
 	return failure{502, "backend_unavailable", message}
+}
+
+// tooLargeForFrame is the answer to a non-streamed backend response that does not fit in one
+// frame of limit bytes (the server's max_frame_bytes must be at least the daemon's).
+func tooLargeForFrame(limit int64) failure {
+	return backendFailure(fmt.Sprintf("backend response exceeds the %d-byte frame limit (stream it, or raise max_frame_bytes on both sides)", limit))
 }
 
 // cancelledStatus is the answer to a cancelled request (nginx's "client closed request"); the

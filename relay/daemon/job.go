@@ -49,7 +49,12 @@ func (s *session) serve(ctx, jctx context.Context, jcancel context.CancelCauseFu
 	s.log.Debug("request done", "request_id", req.RequestID, "model", req.Model,
 		"path", req.EndpointPath, "streaming", req.IsStreaming, "status", final.StatusCode,
 		"duration", time.Since(start))
-	if err := s.out.send(ctx, final); err != nil {
+	err := s.out.send(ctx, final)
+	if errors.Is(err, errFrameTooLarge) {
+		// JSON escaping grew the answer past the limit: the client gets a 502 that says so.
+		err = s.out.send(ctx, tooLargeForFrame(s.out.maxFrame).complete(req.RequestID, req.EndpointPath))
+	}
+	if err != nil {
 		s.log.Debug("response_complete not sent", "request_id", req.RequestID, "error", err)
 	}
 }

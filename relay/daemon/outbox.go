@@ -24,14 +24,18 @@ type outFrame struct {
 // (pong, models_update) jump ahead of queued chunks so a busy stream cannot starve the
 // heartbeat; everything else keeps its order, so a request's chunks precede its completion.
 type outbox struct {
-	conn    *websocket.Conn
-	timeout time.Duration
+	conn     *websocket.Conn
+	timeout  time.Duration
+	maxFrame int64
 	urgent  chan outFrame
 	queue   chan outFrame
 }
 
-func newOutbox(conn *websocket.Conn, timeout time.Duration) *outbox {
-	return &outbox{conn: conn, timeout: timeout,
+// errFrameTooLarge means a frame would exceed the frame limit once encoded.
+var errFrameTooLarge = errors.New("frame exceeds the frame limit")
+
+func newOutbox(conn *websocket.Conn, timeout time.Duration, maxFrame int64) *outbox {
+	return &outbox{conn: conn, timeout: timeout, maxFrame: maxFrame,
 		urgent: make(chan outFrame, 16), queue: make(chan outFrame, 64)}
 }
 
@@ -60,6 +64,9 @@ func (o *outbox) push(ctx context.Context, ch chan outFrame, m protocol.Message)
 	b, err := protocol.Marshal(m)
 	if err != nil {
 		return err
+	}
+	if o.maxFrame > 0 && int64(len(b)) > o.maxFrame {
+		return errFrameTooLarge // the server would close the session on it
 	}
 	select {
 	case ch <- outFrame{payload: b}:
