@@ -27,8 +27,8 @@ type outbox struct {
 	conn     *websocket.Conn
 	timeout  time.Duration
 	maxFrame int64
-	urgent  chan outFrame
-	queue   chan outFrame
+	urgent   chan outFrame
+	queue    chan outFrame
 }
 
 // errFrameTooLarge means a frame would exceed the frame limit once encoded.
