@@ -24,6 +24,10 @@ func (s *Server) admin(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if s.opts.AdminToken == "" || !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.opts.AdminToken)) != 1 {
+			if s.opts.AdminToken != "" && ok {
+				// A wrong token is a guess: its answer waits its turn (a correct one never does).
+				s.WrongCredential(r.Context(), "admin", peerIP(r, s.opts.TrustedProxies))
+			}
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "admin token required"})
 			return
 		}

@@ -24,7 +24,7 @@ const waitLimit = 20 * time.Second // a hang guard, not a speed claim: -race on 
 // no ping, no heartbeat close, no keep-known expiry during a test.
 func quietTimings() relay.Timings {
 	return relay.Timings{HeartbeatInterval: time.Hour, HeartbeatTimeout: time.Hour, RegisterTimeout: 5 * time.Second,
-		CancelGrace: time.Hour, AuthWindow: 250 * time.Millisecond, KeepKnown: time.Hour}
+		CancelGrace: time.Hour, AuthFailureStep: 10 * time.Millisecond, KeepKnown: time.Hour}
 }
 
 // liveWorker is a relay worker whose frames are read by a pump goroutine, so a test can wait

@@ -27,17 +27,20 @@ var upgrader = websocket.Upgrader{
 
 // handleConnect is GET /v1/worker/connect: a relay worker joins its provider's pool.
 func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
-	conn, err := upgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return // the upgrader already answered with an HTTP error
-	}
-	conn.SetReadLimit(s.opts.MaxFrameBytes)
 	provider := r.URL.Query().Get("provider")
 	if provider == "" {
 		provider = "local"
 	}
 	peer := peerIP(r, s.opts.TrustedProxies)
-	if reason := s.authenticate(r, provider, peer); reason != "" {
+	// Checked before the upgrade, so a throttled guess waits without WebSocket buffers; a
+	// failed one still completes the upgrade and then closes 1008, as the protocol says.
+	reason := s.authenticate(r, provider, peer)
+	conn, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader already answered with an HTTP error
+	}
+	conn.SetReadLimit(s.opts.MaxFrameBytes)
+	if reason != "" {
 		s.log.Warn("worker rejected", "peer", peer, "provider", provider, "reason", reason)
 		closeNow(conn, websocket.ClosePolicyViolation, reason)
 		return
@@ -57,25 +60,26 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 	s.register(conn, provider, reg)
 }
 
-// authenticate returns "" when the worker may join, else the close reason.
+// authenticate returns "" when the worker may join, else the close reason. A correct secret
+// is accepted at once whatever else comes from the same address [fix: the Rust relay blocks
+// the address, correct secrets included, which locks out honest workers behind a NAT]; the
+// answer to a wrong one waits its turn in the guess throttle.
 func (s *Server) authenticate(r *http.Request, provider, peer string) string {
 	secret := r.Header.Get("x-worker-secret")
 	if secret == "" {
 		secret = r.URL.Query().Get("worker_secret")
 	}
-	now := time.Now()
-	if s.authLimiter.blocked(peer, now) {
-		return reasonRateLimited
-	}
 	if secret == "" {
-		return reasonAuthFailed // rejected, but a missing secret is no guess: not counted
+		return reasonAuthFailed // rejected, but a missing secret is no guess: not throttled
 	}
 	want := s.secretFor(provider)
-	if want == "" || subtle.ConstantTimeCompare([]byte(secret), []byte(want)) != 1 {
-		s.authLimiter.fail(peer, now)
-		return reasonAuthFailed
+	if want != "" && subtle.ConstantTimeCompare([]byte(secret), []byte(want)) == 1 {
+		return ""
 	}
-	return ""
+	if !s.WrongCredential(r.Context(), "worker", peer) {
+		return reasonRateLimited
+	}
+	return reasonAuthFailed
 }
 
 func (s *Server) secretFor(provider string) string {

@@ -20,6 +20,7 @@ type metrics struct {
 	workersConnected prometheus.Gauge
 	strayFrames      prometheus.Counter
 	bodyErrors       *prometheus.CounterVec
+	authFailures     *prometheus.CounterVec
 }
 
 var latencyBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -46,8 +47,11 @@ func newMetrics(s *Server) *metrics {
 			Name: "modelrelay_request_body_errors_total",
 			Help: "Request bodies refused or abandoned, by reason (malformed, truncated, timeout, too_large, over_budget, client_gone, invalid).",
 		}, []string{"reason"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelrelay_auth_failures_total", Help: "Wrong secrets and tokens presented, by kind (worker, admin, circuit).",
+		}, []string{"kind"}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors,
+	m.registry.MustRegister(m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures,
 		poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/throttle"
 )
 
 // Options configure a Server. Zero values take the defaults of the relay contract.
@@ -53,7 +54,8 @@ type Timings struct {
 	HeartbeatTimeout  time.Duration // close a silent worker after (45 s)
 	RegisterTimeout   time.Duration // first frame must arrive within (10 s)
 	CancelGrace       time.Duration // slot freed this long after a cancel at the latest (10 s)
-	AuthWindow        time.Duration // failed-auth window and block length (250 ms)
+	AuthFailureStep   time.Duration // answers to one address's wrong secrets or tokens come this far apart (250 ms)
+	AuthFailureHold   time.Duration // no wrong-secret answer is held longer; past it, "rate limited" (5 s)
 	KeepKnown         time.Duration // a model stays known after its last advertiser left (10 min)
 	Discovery         time.Duration // retry period for upstream model discovery (5 s)
 	HealthInterval    time.Duration // upstream TCP probe period (10 s)
@@ -69,7 +71,8 @@ func (t *Timings) fill() {
 	def(&t.HeartbeatTimeout, 45*time.Second)
 	def(&t.RegisterTimeout, 10*time.Second)
 	def(&t.CancelGrace, 10*time.Second)
-	def(&t.AuthWindow, 250*time.Millisecond)
+	def(&t.AuthFailureStep, 250*time.Millisecond)
+	def(&t.AuthFailureHold, 5*time.Second)
 	def(&t.KeepKnown, 10*time.Minute)
 	def(&t.Discovery, 5*time.Second)
 	def(&t.HealthInterval, 10*time.Second)
@@ -87,7 +90,7 @@ type Server struct {
 	pools   sync.Map   // name -> *Pool; the request path reads it without a lock
 
 	sessions    sync.Map // worker id -> *workerSession
-	authLimiter *authLimiter
+	guesses     *throttle.Throttle // wrong worker secrets and admin tokens, per client address
 	bodyBudget  *bodyBudget
 	upstreams   *upstreamClient
 	backends    []*upstream
@@ -137,7 +140,7 @@ func New(opts Options) (*Server, error) {
 		timings:     opts.Timings,
 		log:         opts.Logger,
 		started:     time.Now(),
-		authLimiter: newAuthLimiter(opts.Timings.AuthWindow),
+		guesses:     throttle.New(opts.Timings.AuthFailureStep, opts.Timings.AuthFailureHold),
 		upstreams:   newUpstreamClient(),
 		bodyBudget:  &bodyBudget{limit: opts.BodyLimits.Budget},
 	}
@@ -157,6 +160,15 @@ func New(opts Options) (*Server, error) {
 		pool.add(u.m)
 	}
 	return s, nil
+}
+
+// WrongCredential holds the answer to a wrong secret or token presented by client until its
+// turn in the guess throttle (shared by worker secrets, admin tokens and circuit tokens, so
+// mixing them gains a guesser nothing). kind labels the metric. It reports whether the failure
+// got its own turn; false means answer "rate limited" where the protocol has such an answer.
+func (s *Server) WrongCredential(ctx context.Context, kind, client string) bool {
+	s.metrics.authFailures.WithLabelValues(kind).Inc()
+	return s.guesses.Fail(ctx, client)
 }
 
 // pool returns the named pool, or nil.

@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,50 +94,57 @@ func TestAuthAcceptsQuerySecretAndDefaultProvider(t *testing.T) {
 	}
 }
 
-func TestAuthRateLimitBlocksEvenCorrectSecret(t *testing.T) {
+// A flood of wrong secrets from one address never refuses a correct secret from the same
+// address [fix], while the flood's answers are spaced out and, past the hold, cut off.
+func TestAuthFloodNeverRefusesACorrectSecret(t *testing.T) {
 	tm := quietTimings()
-	tm.AuthWindow = 2 * time.Second // three failures must fall inside it, even under -race
+	tm.AuthFailureStep, tm.AuthFailureHold = 100*time.Millisecond, 500*time.Millisecond
 	_, ts := startServer(t, relay.Options{Timings: tm})
 	wrong := http.Header{"X-Worker-Secret": {"nope"}}
-	for i := 0; i < 3; i++ {
-		if code, reason := attempt(t, ts, "127.0.0.1", "?provider=local", wrong); code != 1008 || reason != authFailed {
-			t.Fatalf("failure %d: close %d %q", i+1, code, reason)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var failed, limited atomic.Int32
+	for range 20 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				switch _, reason := attempt(t, ts, "127.0.0.1", "?provider=local", wrong); reason {
+				case authFailed:
+					failed.Add(1)
+				case rateLimited:
+					limited.Add(1)
+				default:
+					t.Errorf("wrong secret answered %q", reason)
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // the flood is under way
+	start := time.Now()
+	for i := range 10 {
+		if code, reason := attempt(t, ts, "127.0.0.1", "?provider=local", secretHeader()); code != 0 {
+			t.Errorf("correct secret %d during the flood: close %d %q", i, code, reason)
 		}
 	}
-	if code, reason := attempt(t, ts, "127.0.0.1", "?provider=local", secretHeader()); code != 1008 || reason != rateLimited {
-		t.Fatalf("correct secret while blocked: close %d %q, want 1008 %q", code, reason, rateLimited)
+	elapsed := time.Since(start)
+	close(stop)
+	wg.Wait()
+	if limited.Load() == 0 {
+		t.Errorf("20 concurrent guessers were never told they are rate limited (%d plain failures)", failed.Load())
 	}
-	if code, reason := attempt(t, ts, "127.0.0.1", "?provider=local", nil); code != 1008 || reason != rateLimited {
-		t.Fatalf("missing secret while blocked: close %d %q, want 1008 %q", code, reason, rateLimited)
+	// One verdict per step in turn, plus the cut-off ones: far fewer than the guessers sent.
+	window := 300*time.Millisecond + elapsed + tm.AuthFailureHold
+	if max := int32(window/tm.AuthFailureStep) + 1; failed.Load() > max {
+		t.Errorf("%d in-turn failures in %s; the throttle allows %d", failed.Load(), window, max)
 	}
-}
-
-func TestAuthBlockEndsAfterWindow(t *testing.T) {
-	tm := quietTimings()
-	tm.AuthWindow = 300 * time.Millisecond
-	_, ts := startServer(t, relay.Options{Timings: tm})
-	wrong := http.Header{"X-Worker-Secret": {"nope"}}
-	var reason string
-	// Three failures inside one window; retry the burst if a slow machine spread it out.
-	for try := 0; try < 5 && reason != rateLimited; try++ {
-		for i := 0; i < 3; i++ {
-			attempt(t, ts, "127.0.0.1", "?provider=local", wrong)
-		}
-		_, reason = attempt(t, ts, "127.0.0.1", "?provider=local", secretHeader())
-	}
-	if reason != rateLimited {
-		t.Fatalf("never blocked: %q", reason)
-	}
-	eventually(t, "block to lift", func() bool {
-		code, _ := attempt(t, ts, "127.0.0.1", "?provider=local", secretHeader())
-		return code == 0
-	})
 }
 
 func TestAuthMissingSecretIsNotCounted(t *testing.T) {
-	tm := quietTimings()
-	tm.AuthWindow = 5 * time.Second
-	_, ts := startServer(t, relay.Options{Timings: tm})
+	_, ts := startServer(t, relay.Options{Timings: quietTimings()})
 	for i := 0; i < 5; i++ {
 		if code, reason := attempt(t, ts, "127.0.0.1", "?provider=local", nil); code != 1008 || reason != authFailed {
 			t.Fatalf("missing secret %d: close %d %q", i+1, code, reason)
@@ -145,48 +155,53 @@ func TestAuthMissingSecretIsNotCounted(t *testing.T) {
 	}
 }
 
-func TestAuthBlockIsKeyedByPeerIP(t *testing.T) {
+// The throttle is keyed by the peer IP: another address is not queued behind a guesser, and
+// an untrusted peer's forwarded header changes nothing.
+func TestAuthThrottleIsKeyedByPeerIP(t *testing.T) {
 	tm := quietTimings()
-	tm.AuthWindow = 5 * time.Second
+	tm.AuthFailureStep, tm.AuthFailureHold = 400*time.Millisecond, time.Minute
 	_, ts := startServer(t, relay.Options{Timings: tm})
-	wrong := http.Header{"X-Worker-Secret": {"nope"}}
-	// The bad worker claims other addresses; an untrusted peer's forwarded headers mean nothing.
-	for i := 0; i < 3; i++ {
-		h := wrong.Clone()
-		h.Set("X-Forwarded-For", "10.0.0."+string(rune('1'+i)))
-		attempt(t, ts, "127.0.0.1", "?provider=local", h)
+	queued := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 5 {
+		h := http.Header{"X-Worker-Secret": {"nope"}, "X-Forwarded-For": {"10.0.0." + strconv.Itoa(i+1)}}
+		wg.Go(func() { attempt(t, ts, "127.0.0.1", "?provider=local", h) })
 	}
-	if _, reason := attempt(t, ts, "127.0.0.1", "?provider=local", secretHeader()); reason != rateLimited {
-		t.Fatalf("bad peer not blocked: %q", reason)
+	go func() { wg.Wait(); close(queued) }()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	if code, reason := attempt(t, ts, "127.0.0.2", "?provider=local", http.Header{"X-Worker-Secret": {"nope"}}); code != 1008 || reason != authFailed {
+		t.Fatalf("other peer: close %d %q", code, reason)
 	}
-	good := secretHeader()
-	good.Set("X-Forwarded-For", "10.0.0.9")
-	if _, reason := attempt(t, ts, "127.0.0.1", "?provider=local", good); reason != rateLimited {
-		t.Fatalf("a forwarded header from an untrusted peer escaped the block: %q", reason)
+	if took := time.Since(start); took >= 5*tm.AuthFailureStep {
+		t.Errorf("another peer's failure waited %s behind 127.0.0.1's", took)
 	}
-	if code, reason := attempt(t, ts, "127.0.0.2", "?provider=local", secretHeader()); code != 0 {
-		t.Fatalf("another peer IP was locked out: close %d %q", code, reason)
+	select {
+	case <-queued:
+		t.Fatal("five failures from 127.0.0.1 (with made-up forwarded addresses) were not queued behind each other")
+	default:
 	}
+	<-queued
 }
 
-func TestAuthBlockUsesForwardedForFromTrustedProxy(t *testing.T) {
+// Behind a trusted proxy the forwarded client is the key: two clients do not share a queue.
+func TestAuthThrottleUsesForwardedForFromTrustedProxy(t *testing.T) {
 	tm := quietTimings()
-	tm.AuthWindow = 5 * time.Second
+	tm.AuthFailureStep, tm.AuthFailureHold = 400*time.Millisecond, time.Minute
 	_, ts := startServer(t, relay.Options{Timings: tm, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	bad := http.Header{"X-Worker-Secret": {"nope"}, "X-Forwarded-For": {"192.0.2.1"}}
-	for i := 0; i < 3; i++ {
-		attempt(t, ts, "127.0.0.1", "?provider=local", bad)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			attempt(t, ts, "127.0.0.1", "?provider=local", http.Header{"X-Worker-Secret": {"nope"}, "X-Forwarded-For": {"192.0.2.1"}})
+		})
 	}
-	blocked := secretHeader()
-	blocked.Set("X-Forwarded-For", "192.0.2.1")
-	if _, reason := attempt(t, ts, "127.0.0.1", "?provider=local", blocked); reason != rateLimited {
-		t.Fatalf("forwarded client not blocked: %q", reason)
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	attempt(t, ts, "127.0.0.1", "?provider=local", http.Header{"X-Worker-Secret": {"nope"}, "X-Forwarded-For": {"192.0.2.2"}})
+	if took := time.Since(start); took >= 4*tm.AuthFailureStep {
+		t.Errorf("client 192.0.2.2 waited %s behind 192.0.2.1", took)
 	}
-	other := secretHeader()
-	other.Set("X-Forwarded-For", "192.0.2.2")
-	if code, reason := attempt(t, ts, "127.0.0.1", "?provider=local", other); code != 0 {
-		t.Fatalf("another client behind the same proxy locked out: close %d %q", code, reason)
-	}
+	wg.Wait()
 }
 
 func TestRegistrationProtocolErrors(t *testing.T) {
@@ -470,29 +485,6 @@ func mustMarshal(m protocol.Message) []byte {
 		panic(err)
 	}
 	return b
-}
-
-func TestAuthAttemptsDuringBlockDoNotExtendIt(t *testing.T) {
-	tm := quietTimings()
-	tm.AuthWindow = 400 * time.Millisecond
-	_, ts := startServer(t, relay.Options{Timings: tm})
-	wrong := http.Header{"X-Worker-Secret": {"nope"}}
-	reason := ""
-	for try := 0; try < 5 && reason != rateLimited; try++ {
-		for i := 0; i < 3; i++ {
-			attempt(t, ts, "127.0.0.1", "?provider=local", wrong)
-		}
-		_, reason = attempt(t, ts, "127.0.0.1", "?provider=local", wrong)
-	}
-	if reason != rateLimited {
-		t.Fatalf("never blocked: %q", reason)
-	}
-	// Hammer the block with bad secrets: it must still lift on its own schedule, after which
-	// a bad secret is an ordinary auth failure again.
-	eventually(t, "block to lift despite attempts", func() bool {
-		_, reason := attempt(t, ts, "127.0.0.1", "?provider=local", wrong)
-		return reason == authFailed
-	})
 }
 
 func TestWebSocketPingsCountAsActivity(t *testing.T) {

@@ -68,6 +68,7 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		BodyReadTimeout:    30 * time.Second,
 		BodyMinRate:        4096,
 		BodyBudgetBytes:    256 << 20,
+		MaxFrameBytes:      64 << 20,
 		MaxModelsPerWorker: 256,
 		MaxStreamBytes:     10737418240,
 		AppProxy: AppProxyConfig{
@@ -260,6 +261,7 @@ models = "a, b"
 		QueueTimeout: 90 * time.Second, RequestTimeout: 300 * time.Second, DrainTimeout: 30 * time.Second,
 		LogLevel: "info", LogFormat: "text", MaxBodyBytes: 33554432, MaxModelsPerWorker: 256,
 		MaxStreamBytes: 10737418240, BodyReadTimeout: 30 * time.Second, BodyMinRate: 4096, BodyBudgetBytes: 256 << 20,
+		MaxFrameBytes:  64 << 20,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")},
 		Backends: []BackendConfig{
 			{Name: "vllm", URL: "http://127.0.0.1:8000", Models: []string{"llama3-8b", "qwen"}, Weight: 2.5, MaxConcurrent: 3},

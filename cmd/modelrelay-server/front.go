@@ -59,6 +59,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.Circuit) {
 	ip, _ := ingress.ClientIP(r, f.trusted) // an unparseable address is denied by a restricted allow-list
 	if p := f.verifier.Check(r, c, ip); p != nil {
+		if p.Status == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
+			// A token that does not open this circuit is a guess: its answer waits its turn.
+			f.relay.WrongCredential(r.Context(), "circuit", ip.String())
+		}
 		p.ServeHTTP(w, r)
 		return
 	}
