@@ -89,11 +89,11 @@ type Server struct {
 	poolsMu sync.Mutex // serializes pool creation and removal
 	pools   sync.Map   // name -> *Pool; the request path reads it without a lock
 
-	sessions    sync.Map // worker id -> *workerSession
-	guesses     *throttle.Throttle // wrong worker secrets and admin tokens, per client address
-	bodyBudget  *bodyBudget
-	upstreams   *upstreamClient
-	backends    []*upstream
+	sessions   sync.Map           // worker id -> *workerSession
+	guesses    *throttle.Throttle // wrong worker secrets and admin tokens, per client address
+	bodyBudget *bodyBudget
+	upstreams  *upstreamClient
+	backends   []*upstream
 
 	workerSeq atomic.Uint64
 	memberSeq atomic.Uint64
@@ -136,13 +136,13 @@ func New(opts Options) (*Server, error) {
 	opts.Timings.fill()
 	opts.BodyLimits.fill()
 	s := &Server{
-		opts:        opts,
-		timings:     opts.Timings,
-		log:         opts.Logger,
-		started:     time.Now(),
-		guesses:     throttle.New(opts.Timings.AuthFailureStep, opts.Timings.AuthFailureHold),
-		upstreams:   newUpstreamClient(),
-		bodyBudget:  &bodyBudget{limit: opts.BodyLimits.Budget},
+		opts:       opts,
+		timings:    opts.Timings,
+		log:        opts.Logger,
+		started:    time.Now(),
+		guesses:    throttle.New(opts.Timings.AuthFailureStep, opts.Timings.AuthFailureHold),
+		upstreams:  newUpstreamClient(),
+		bodyBudget: &bodyBudget{limit: opts.BodyLimits.Budget},
 	}
 	s.hardStop, s.stop = context.WithCancelCause(context.Background())
 	s.metrics = newMetrics(s)
