@@ -1,0 +1,20 @@
+// Package translate maps between the two API families a relay client may speak and a target
+// may serve: Anthropic Messages and OpenAI Chat Completions. It is pure: bytes in, bytes out,
+// no I/O, nothing of the relay's own.
+//
+// The surface:
+//
+//   - AnthropicToOpenAI and OpenAIToAnthropic map a request body; Request says what the mapped
+//     call needs (streaming, whether the client asked for a usage chunk).
+//   - OpenAIResponseToAnthropic and AnthropicResponseToOpenAI map a complete JSON answer.
+//   - ErrorBody re-shapes a target's error answer into the client's family (the status is kept
+//     by the caller).
+//   - NewAnthropicStream (OpenAI chunks in, Anthropic events out) and NewOpenAIStream (the
+//     reverse) translate a server-sent-event stream as its bytes arrive, chunk by chunk, with
+//     bounded memory: Write takes whatever the target sent, returns what to send the client.
+//   - TokenizeRequest, TokenizeCount and EstimateTokens serve /v1/messages/count_tokens on a
+//     target that only speaks OpenAI.
+//
+// Fields with no counterpart are dropped from translated requests (unknown ones too); the
+// README's translation table lists them.
+package translate
