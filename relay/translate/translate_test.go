@@ -1,0 +1,161 @@
+package translate
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestAnthropicToOpenAIRequest(t *testing.T) {
+	in := `{"model":"m","max_tokens":64,"stream":true,"system":[{"type":"text","text":"a"},{"type":"text","text":"b","cache_control":{"type":"ephemeral"}}],
+	"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAA"}}]},
+	{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]},
+	{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"out","is_error":true},{"type":"text","text":"next"}]}],
+	"tools":[{"name":"Bash","description":"run","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"},
+	"stop_sequences":["X"],"top_k":5,"metadata":{"user_id":"u"},"thinking":{"type":"enabled","budget_tokens":10}}`
+	out, info, err := AnthropicToOpenAI([]byte(in))
+	if err != nil || !info.Stream || info.Model != "m" {
+		t.Fatalf("%v %+v", err, info)
+	}
+	want := `{"model":"m","messages":[{"role":"system","content":"a\n\nb"},` +
+		`{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAA"}}]},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"t1","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"ls\"}"}}]},` +
+		`{"role":"tool","content":"Error: out","tool_call_id":"t1"},{"role":"user","content":"next"}],` +
+		`"max_tokens":64,"top_k":5,"stop":["X"],"stream":true,"stream_options":{"include_usage":true},` +
+		`"tools":[{"type":"function","function":{"name":"Bash","description":"run","parameters":{"type":"object"}}}],` +
+		`"tool_choice":"required","user":"u"}`
+	if string(out) != want {
+		t.Fatalf("got\n%s\nwant\n%s", out, want)
+	}
+}
+
+func TestOpenAIToAnthropicRequest(t *testing.T) {
+	in := `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"},
+	{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},
+	{"role":"tool","tool_call_id":"c1","content":"r"}],"stream":true,"stream_options":{"include_usage":true},"stop":"X",
+	"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"auto"}`
+	out, info, err := OpenAIToAnthropic([]byte(in), 4096)
+	if err != nil || !info.IncludeUsage || !info.Stream {
+		t.Fatalf("%v %+v", err, info)
+	}
+	var got map[string]any
+	json.Unmarshal(out, &got)
+	if got["max_tokens"] != 4096.0 || got["system"] != "s" || len(got["messages"].([]any)) != 3 {
+		t.Fatalf("%s", out)
+	}
+	if _, _, err := OpenAIToAnthropic([]byte(`{"model":"m","n":2,"messages":[]}`), 1); err == nil {
+		t.Fatal("n=2 accepted")
+	}
+}
+
+var eventName = regexp.MustCompile(`(?m)^event: (\S+)$`)
+
+// The OpenAI stream fed one byte at a time yields Anthropic's exact event order, with tool
+// arguments as input_json_delta fragments.
+func TestOpenAIStreamToAnthropicEventOrder(t *testing.T) {
+	in := "data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n" +
+		"data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\r\n\r\n" +
+		": keep-alive\n\n" +
+		"data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n" +
+		"data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]}}]}\n\n" +
+		"data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\\\"\"}}]}}]}\n\n" +
+		"data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\":1}\"}}]}}]}\n\n" +
+		"data: {\"id\":\"x\",\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n" +
+		"data: {\"id\":\"x\",\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n" +
+		"data: [DONE]\n\n"
+	s := NewAnthropicStream("asked")
+	var out strings.Builder
+	for i := range len(in) {
+		b, err := s.Write([]byte{in[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(b)
+	}
+	out.Write(s.Close())
+	var names []string
+	for _, m := range eventName.FindAllStringSubmatch(out.String(), -1) {
+		names = append(names, m[1])
+	}
+	want := "message_start content_block_start content_block_delta content_block_delta content_block_stop " +
+		"content_block_start content_block_delta content_block_delta content_block_stop message_delta message_stop"
+	if strings.Join(names, " ") != want {
+		t.Fatalf("events %v\n%s", names, out.String())
+	}
+	for _, frag := range []string{`"partial_json":"{\"a\""`, `"stop_reason":"tool_use"`, `"output_tokens":3`, `"model":"asked"`, `"id":"msg_x"`} {
+		if !strings.Contains(out.String(), frag) {
+			t.Errorf("missing %s in\n%s", frag, out.String())
+		}
+	}
+	if u := s.Usage(); u.InputTokens != 7 || u.OutputTokens != 3 {
+		t.Errorf("usage %+v", u)
+	}
+}
+
+func TestAnthropicStreamToOpenAIChunks(t *testing.T) {
+	in := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+		"event: ping\ndata: {\"type\":\"ping\"}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":{}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":9}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	s := NewOpenAIStream("asked", true)
+	out, err := s.Write([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out) + string(s.Close())
+	for _, frag := range []string{`"delta":{"role":"assistant","content":""}`, `"delta":{"content":"Hi"}`,
+		`"tool_calls":[{"index":0,"id":"t","type":"function","function":{"name":"f","arguments":""}}]`,
+		`"finish_reason":"tool_calls"`, `"usage":{"prompt_tokens":5,"completion_tokens":9,"total_tokens":14}`} {
+		if !strings.Contains(text, frag) {
+			t.Errorf("missing %s in\n%s", frag, text)
+		}
+	}
+	if !strings.HasSuffix(text, "data: [DONE]\n\n") {
+		t.Errorf("no [DONE]:\n%s", text)
+	}
+}
+
+func TestStreamCutShortEndsWithAnError(t *testing.T) {
+	s := NewAnthropicStream("m")
+	s.Write([]byte("data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"))
+	if out := string(s.Close()); !strings.Contains(out, "event: error") {
+		t.Fatalf("cut stream ended with %q", out)
+	}
+}
+
+func TestErrorBody(t *testing.T) {
+	got := string(ErrorBody(429, []byte(`{"error":{"message":"slow down","type":"x"}}`), true))
+	if got != `{"error":{"message":"slow down","type":"rate_limit_error"},"type":"error"}` {
+		t.Fatal(got)
+	}
+	got = string(ErrorBody(404, []byte(`{"type":"error","error":{"type":"not_found_error","message":"no"}}`), false))
+	if got != `{"error":{"code":null,"message":"no","type":"invalid_request_error"}}` {
+		t.Fatal(got)
+	}
+}
+
+// Fuzz: nothing panics on any bytes, for both mappers and both streams.
+func FuzzTranslate(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte("data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		AnthropicToOpenAI(b)
+		OpenAIToAnthropic(b, 16)
+		OpenAIResponseToAnthropic(b, "m")
+		AnthropicResponseToOpenAI(b, "m")
+		EstimateTokens(b)
+		for _, s := range []Stream{NewAnthropicStream("m"), NewOpenAIStream("m", true)} {
+			half := len(b) / 2
+			s.Write(b[:half])
+			s.Write(b[half:])
+			s.Close()
+		}
+	})
+}
