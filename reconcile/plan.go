@@ -41,8 +41,14 @@ func Plan(circuits []protocol.Circuit, models map[string][]string, opts Options)
 			continue
 		}
 		name := PoolName(c.ID)
+		ups := upstreams(c.ID, c.RouteInfo, opts)
+		if speaks := variantSpeaks(c.RuntimeVariant); speaks != nil {
+			for i := range ups {
+				ups[i].Speaks = speaks
+			}
+		}
 		d.Pools[name] = relay.PoolSpec{
-			Upstreams:   upstreams(c.ID, c.RouteInfo, opts),
+			Upstreams:   ups,
 			ClientHost:  true,
 			Unavailable: answer(ingress.WorkerNotAvailable()),
 			Refused:     answer(ingress.ContainerConnectionRefused()),
@@ -80,6 +86,21 @@ func upstreams(circuitID string, routes []protocol.Route, opts Options) []relay.
 		out = append(out, spec)
 	}
 	return out
+}
+
+// variantSpeaks is what a circuit's runtime variant tells about its replicas' API: these
+// Backend.AI variants all serve OpenAI chat, so a 404 on /v1/chat/completions from them is the
+// model server's own answer (an unknown model), never "wrong family". Anthropic stays to be
+// learned: recent vLLM and SGLang serve /v1/messages too. cmd and custom say nothing.
+func variantSpeaks(variant *string) []relay.Dialect {
+	if variant == nil {
+		return nil
+	}
+	switch *variant {
+	case "vllm", "sglang", "nim", "huggingface-tgi", "modular-max", "llamacpp", "ollama":
+		return []relay.Dialect{relay.OpenAI}
+	}
+	return nil
 }
 
 // routeKey identifies a replica. A new route_id at the same address is a kernel swap, so it

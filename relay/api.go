@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,6 +58,7 @@ func (s *Server) ServeInferenceFor(w http.ResponseWriter, r *http.Request, d Dia
 	}
 	req := s.newRequest(r, d, arrival)
 	req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
+	req.route = routeOf(r.URL.Path)
 	req.dispatched = br.release
 	out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
 	s.run(r.Context(), req, s.choosePool(pools, f.Model), out)
@@ -170,9 +172,11 @@ func (s *Server) run(clientCtx context.Context, req *Request, pool *Pool, out *r
 		}
 		var once sync.Once
 		release := func() { once.Do(func() { pool.release(m) }) }
-		err = m.target.serve(ctx, req, out, release)
+		err = s.attempt(ctx, req, m, out, release)
 		if err == nil {
-			return
+			if err = out.finish(req.nativeBody()); err == nil {
+				return
+			}
 		}
 		if errors.Is(err, errTargetLost) && !out.started {
 			req.requeues++
@@ -183,12 +187,71 @@ func (s *Server) run(clientCtx context.Context, req *Request, pool *Pool, out *r
 			s.log.Debug("target lost before first byte; requeueing", "request_id", req.ID, "target", m.id, "requeues", req.requeues)
 			continue
 		}
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) {
+		var re *relayError
+		clientFault := errors.As(err, &re) && re.status < 500
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) && !clientFault {
 			s.log.Warn("request failed", "request_id", req.ID, "pool", pool.name, "target", m.id, "err", err)
 		}
 		pool.fail(out, s.answerFor(ctx, err))
 		return
 	}
+}
+
+// attempt serves req on m, in the client's family or translated for the target's. A probe
+// the target refuses as the wrong family is replayed translated on the same target, holding the
+// same slot: that is no failure and no requeue.
+func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *responder, release func()) error {
+	p := m.speech.plan(req.Dialect, req.route, time.Now())
+	if err := s.prepare(req, out, p == planTranslate); err != nil {
+		release()
+		return err
+	}
+	if p != planProbe {
+		return m.target.serve(ctx, req, out, release)
+	}
+	// Two holds on the slot: the probe's, and ours that passes to the replay.
+	var holds atomic.Int32
+	holds.Store(2)
+	drop := func() {
+		if holds.Add(-1) == 0 {
+			release()
+		}
+	}
+	out.probing = true
+	if req.route != routeCountTokens {
+		out.learn = m.speech
+	}
+	err := m.target.serve(ctx, req, out, drop)
+	out.probing, out.learn = false, nil
+	if !errors.Is(err, errDialectRefused) {
+		drop()
+		return err
+	}
+	if req.route != routeCountTokens {
+		m.speech.learn(req.Dialect, false, time.Now())
+	}
+	s.log.Debug("target refused the route's API family; replaying translated", "request_id", req.ID, "target", m.id, "route", req.nativePath())
+	if err := s.prepare(req, out, true); err != nil {
+		drop()
+		return err
+	}
+	err = m.target.serve(ctx, req, out, drop)
+	if req.route != routeCountTokens && out.conv.refused() {
+		m.speech.forget(req.Dialect) // refused in both families: the refusal was about the request
+	}
+	return err
+}
+
+// prepare dresses req for one attempt and sets out to convert its answer when translated.
+func (s *Server) prepare(req *Request, out *responder, translated bool) error {
+	if err := s.dress(req, translated); err != nil {
+		return err
+	}
+	out.conv = nil
+	if translated {
+		out.conv = newConversion(req)
+	}
+	return nil
 }
 
 // answerFor turns a context error into the reason the context ended.

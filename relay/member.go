@@ -26,6 +26,7 @@ type member struct {
 
 	id     string
 	target target
+	speech *speech  // what API families the target speaks (atomics: read without the lock)
 	models []string // advertised, sanitized, registration order (without "*")
 }
 

@@ -16,6 +16,9 @@ type UpstreamSpec struct {
 	MaxConcurrent int      // 0 = no cap
 	Models        []string // what it serves; nil = any model
 	OnServed      func()   // called, off the lock, each time the upstream answers a request
+	// Speaks seeds what the upstream is known to serve (a circuit's runtime variant); it stays
+	// auto, so the other family is still tried and learned.
+	Speaks []Dialect
 }
 
 // PoolSpec is the desired state of an upstream pool.
@@ -88,6 +91,9 @@ func (s *Server) SetUpstreamPool(name string, spec PoolSpec) error {
 		}
 		u.pool = p
 		u.onServed = w.OnServed
+		for _, d := range w.Speaks {
+			u.m.speech.assumeSpeaks(d)
+		}
 		if err := p.add(u.m); err != nil {
 			return fmt.Errorf("pool %s: %w", name, err)
 		}

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"net/http"
 	"time"
+
+	"modelrelay/relay/translate"
 )
 
 // reqState is where a request is in its life. Transitions between queued and assigned happen
@@ -30,6 +32,14 @@ type Request struct {
 	Host         string        // the client's Host header (circuit replicas see it)
 	stream       *streamedBody // pass-through: the client's body, streamed instead of Body
 	streamLength int64         // its announced length (-1 unknown)
+
+	// Translation: the route's counterpart in the other family, the request as the client
+	// sent it and as a target of the other family receives it (built on first need), and
+	// what the translated answer needs (see convert.go).
+	route   route
+	native  *wire
+	foreign *wire
+	meta    translate.Request
 
 	arrival   time.Time
 	requeues  int

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +38,16 @@ type responder struct {
 	gate      atomic.Int32
 	arrival   time.Time
 	ttfb      time.Duration
+
+	// Translation (see convert.go). conv, when set, turns the target's answer into the
+	// client's family; held means the answer is being held whole and the client has seen
+	// nothing yet. probing means the request went untranslated to a target that may not speak
+	// its family: a 404, 405 or 501 then is not written but returned as errDialectRefused;
+	// learn, when set, records what the answer said.
+	conv    *conversion
+	held    bool
+	probing bool
+	learn   *speech
 }
 
 func newResponder(w http.ResponseWriter, d Dialect, maxStream int64, arrival time.Time) *responder {
@@ -60,8 +72,21 @@ func (o *responder) begin() error {
 
 // writeHead sends the target's status and its end-to-end headers.
 func (o *responder) writeHead(status int, h http.Header) error {
+	if o.probing && refusesDialect(status) {
+		return errDialectRefused
+	}
+	o.heard(status)
 	if err := o.begin(); err != nil {
 		return err
+	}
+	if o.conv != nil {
+		if status >= 200 && status <= 299 && strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
+			o.startTranslatedStream(status, h)
+		} else {
+			o.held = true
+			o.conv.hold(status, h)
+		}
+		return nil
 	}
 	dst := o.w.Header()
 	listed := protocol.ConnectionListed(h.Values("Connection"))
@@ -83,8 +108,13 @@ func (o *responder) startEventStream() error {
 	if o.started {
 		return nil
 	}
+	o.heard(http.StatusOK)
 	if err := o.begin(); err != nil {
 		return err
+	}
+	if o.conv != nil {
+		o.startTranslatedStream(http.StatusOK, nil)
+		return nil
 	}
 	h := o.w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -94,11 +124,60 @@ func (o *responder) startEventStream() error {
 	return nil
 }
 
+// heard records, for a probe, that the target answered status to the untranslated route.
+func (o *responder) heard(status int) {
+	if o.learn != nil && status >= 200 && status <= 299 {
+		o.learn.learn(o.dialect, true, time.Now())
+		o.learn = nil
+	}
+}
+
+// startTranslatedStream sends the head of a translated event stream.
+func (o *responder) startTranslatedStream(status int, h http.Header) {
+	dst := o.w.Header()
+	copyTranslatedHead(dst, h, o.conv.name())
+	dst.Set("Content-Type", "text/event-stream")
+	dst.Set("Cache-Control", "no-cache")
+	dst.Del("Content-Length")
+	o.conv.startStream()
+	o.status = status
+	o.w.WriteHeader(status)
+}
+
+// setLength announces the length of an answer relayed as it is (a translated one gets its own).
+func (o *responder) setLength(n int64) {
+	if o.conv == nil {
+		o.w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	}
+}
+
 // writeChunk writes b and flushes it, so each chunk reaches the client before the next one
-// is read. Past the stream ceiling it ends the stream with an error event instead.
+// is read. Past the stream ceiling it ends the stream with an error event instead. A
+// translated answer goes through its conversion first.
 func (o *responder) writeChunk(b []byte, flush bool) error {
+	if c := o.conv; c != nil {
+		if c.stream == nil {
+			c.add(b)
+			return nil
+		}
+		out, err := c.stream.Write(b)
+		if err != nil {
+			o.w.Write(c.stream.Fail(err.Error()))
+			o.rc.Flush()
+			return errStreamTooLarge
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		b, flush = out, true
+	}
+	return o.emit(b, flush)
+}
+
+// emit writes bytes in the client's family.
+func (o *responder) emit(b []byte, flush bool) error {
 	if o.maxStream > 0 && o.streamed+int64(len(b)) > o.maxStream {
-		o.w.Write(o.dialect.streamErrorEvent("stream exceeded size limit", "stream_too_large"))
+		o.w.Write(o.streamError("stream exceeded size limit", "stream_too_large"))
 		o.rc.Flush()
 		return errStreamTooLarge
 	}
@@ -127,18 +206,64 @@ func (o *responder) fail(err error) {
 	} else if !errors.As(err, &re) {
 		re = errUpstream(err.Error())
 	}
-	if o.started {
+	if o.started && !o.held {
 		code := re.code
 		if code == "" {
 			code = "worker_lost"
 		}
-		o.w.Write(o.dialect.streamErrorEvent(re.message, code))
+		o.w.Write(o.streamError(re.message, code))
 		o.rc.Flush()
 		return
 	}
-	o.started = true
+	o.started, o.held = true, false
 	o.status = re.status
 	writeError(o.w, o.dialect, re)
+}
+
+// streamError is the event that ends a stream the relay had to cut short.
+func (o *responder) streamError(message, code string) []byte {
+	if o.conv != nil && o.conv.stream != nil {
+		return o.conv.stream.Fail(message)
+	}
+	return o.dialect.streamErrorEvent(message, code)
+}
+
+// finish completes a translated answer once the target is done: the closing events of a
+// stream, or the whole translated body of a held answer. native is the client's own request
+// (the token estimate reads it).
+func (o *responder) finish(native []byte) error {
+	c := o.conv
+	if c == nil {
+		return nil
+	}
+	if c.stream != nil {
+		if tail := c.stream.Close(); len(tail) > 0 {
+			return o.emit(tail, true)
+		}
+		return nil
+	}
+	if !o.held {
+		return nil
+	}
+	status, body, estimated, err := c.answer(native)
+	if err != nil {
+		return err
+	}
+	h := o.w.Header()
+	copyTranslatedHead(h, c.header, c.name())
+	h.Set("Content-Type", "application/json")
+	setLength(h, len(body))
+	if estimated {
+		h.Set("X-Modelrelay-Estimated", "true")
+	}
+	o.held = false
+	o.status = status
+	o.w.WriteHeader(status)
+	if _, err := o.w.Write(body); err != nil {
+		return errClientGone
+	}
+	o.streamed += int64(len(body))
+	return nil
 }
 
 // statusRecorder remembers the status a handler wrote, for metrics.

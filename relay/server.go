@@ -30,6 +30,7 @@ type Options struct {
 	BodyLimits             BodyLimits
 	MaxModelsPerWorker     int
 	MaxStreamBytes         int64
+	DefaultMaxTokens       int   // max_tokens of an OpenAI request translated for an Anthropic target that set none (4096)
 	MaxFrameBytes          int64 // largest worker frame read (a non-streamed answer travels in one)
 	RequireProtocolVersion bool
 	TrustedProxies         []netip.Prefix
@@ -46,6 +47,7 @@ type Backend struct {
 	Models        []string // empty = discover from GET /v1/models
 	Weight        float64
 	MaxConcurrent int
+	Dialects      []Dialect // the API families it speaks; empty = auto (learned from its answers)
 }
 
 // Timings are the protocol's clocks. The defaults are the contract's; tests shorten them.
@@ -123,6 +125,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxFrameBytes <= 0 {
 		opts.MaxFrameBytes = protocol.DefaultMaxFrameBytes
+	}
+	if opts.DefaultMaxTokens <= 0 {
+		opts.DefaultMaxTokens = 4096
 	}
 	if opts.MaxStreamBytes <= 0 {
 		opts.MaxStreamBytes = 10 << 30

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,7 +78,7 @@ func newUpstream(s *Server, b Backend, static bool) (*upstream, error) {
 		id = base.Host
 	}
 	u := &upstream{srv: s, base: base, configured: b.Models, clientHost: !static}
-	u.m = &member{id: id, kind: kindUpstream, seq: s.memberSeq.Add(1), target: u,
+	u.m = &member{id: id, kind: kindUpstream, seq: s.memberSeq.Add(1), target: u, speech: newSpeech(b.Dialects),
 		maxConcurrent: b.MaxConcurrent, weight: weight}
 	u.m.setModels(b.Models)
 	return u, nil
@@ -122,7 +121,7 @@ func (u *upstream) serve(ctx context.Context, req *Request, out *responder, rele
 	}
 	streaming := req.Streaming || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	if resp.ContentLength >= 0 && !streaming {
-		out.w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+		out.setLength(resp.ContentLength)
 	}
 	if err := out.writeHead(resp.StatusCode, resp.Header); err != nil {
 		return err
@@ -187,7 +186,7 @@ func (u *upstream) copyBody(ctx context.Context, body io.Reader, out *responder,
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			if !streaming {
+			if !streaming && !out.held {
 				// A torn plain body must not look complete to the client.
 				panic(http.ErrAbortHandler)
 			}

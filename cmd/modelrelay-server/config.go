@@ -38,6 +38,7 @@ type Config struct {
 	MaxModelsPerWorker     int
 	MaxStreamBytes         int64
 	MaxFrameBytes          int64
+	DefaultMaxTokens       int // max_tokens for OpenAI requests translated to Anthropic targets
 	RequireProtocolVersion bool
 	TrustedProxies         []netip.Prefix // masked; bare IPs became /32 or /128
 	Backends               []BackendConfig
@@ -52,6 +53,7 @@ type BackendConfig struct {
 	Models        []string // empty = discover from GET /v1/models
 	Weight        float64  // > 0, default 1
 	MaxConcurrent int      // 0 = no cap
+	Dialects      []string // openai, anthropic; empty = auto
 }
 
 // AppProxyConfig is the `appproxy:` section (appproxy.md section 6).
@@ -134,6 +136,7 @@ var settings = []setting{
 	{key: "max_models_per_worker", flag: "max-models-per-worker", env: "MAX_MODELS_PER_WORKER"},
 	{key: "max_stream_bytes", flag: "max-stream-bytes", env: "MAX_STREAM_BYTES"},
 	{key: "max_frame_bytes", flag: "max-frame-bytes", env: "MAX_FRAME_BYTES"},
+	{key: "default_max_tokens", flag: "default-max-tokens", env: "DEFAULT_MAX_TOKENS"},
 	{key: "require_protocol_version", flag: "require-protocol-version", env: "REQUIRE_PROTOCOL_VERSION", boolean: true},
 	{key: "trusted_proxies", flag: "trusted-proxies", env: "TRUSTED_PROXIES"},
 }
@@ -147,7 +150,7 @@ var appProxyKeys = []string{
 	"live_markers", "require_token_exp",
 }
 
-var backendKeys = []string{"name", "url", "models", "weight", "max_concurrent"}
+var backendKeys = []string{"name", "url", "models", "weight", "max_concurrent", "dialects"}
 
 // coordinatorTimeout is how long the coordinator waits for a heartbeat before marking a
 // worker LOST (appproxy.md section 1).
@@ -171,6 +174,7 @@ func defaultValues() map[string]any {
 		"max_models_per_worker":          256,
 		"max_stream_bytes":               int64(10 << 30),
 		"max_frame_bytes":                int64(protocol.DefaultMaxFrameBytes),
+		"default_max_tokens":             4096,
 		"require_protocol_version":       false,
 		"appproxy.enabled":               false,
 		"appproxy.events_enabled":        true,

@@ -259,6 +259,7 @@ func decodeConfig(k *koanf.Koanf) (Config, error) {
 		MaxModelsPerWorker:     d.int("max_models_per_worker"),
 		MaxStreamBytes:         d.int64("max_stream_bytes"),
 		MaxFrameBytes:          d.int64("max_frame_bytes"),
+		DefaultMaxTokens:       d.int("default_max_tokens"),
 		RequireProtocolVersion: d.boolean("require_protocol_version"),
 		TrustedProxies:         d.prefixes("trusted_proxies"),
 		AppProxy:               decodeAppProxy(d),
@@ -322,6 +323,7 @@ func decodeBackends(d *decoder, v any) []BackendConfig {
 			Models:        bd.list(prefix + "models"),
 			Weight:        1,
 			MaxConcurrent: bd.int(prefix + "max_concurrent"),
+			Dialects:      bd.list(prefix + "dialects"),
 		}
 		if _, set := m["weight"]; set {
 			b.Weight = bd.float(prefix + "weight")

@@ -69,6 +69,7 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		BodyMinRate:        4096,
 		BodyBudgetBytes:    256 << 20,
 		MaxFrameBytes:      64 << 20,
+		DefaultMaxTokens:   4096,
 		MaxModelsPerWorker: 256,
 		MaxStreamBytes:     10737418240,
 		AppProxy: AppProxyConfig{
@@ -261,8 +262,9 @@ models = "a, b"
 		QueueTimeout: 90 * time.Second, RequestTimeout: 300 * time.Second, DrainTimeout: 30 * time.Second,
 		LogLevel: "info", LogFormat: "text", MaxBodyBytes: 33554432, MaxModelsPerWorker: 256,
 		MaxStreamBytes: 10737418240, BodyReadTimeout: 30 * time.Second, BodyMinRate: 4096, BodyBudgetBytes: 256 << 20,
-		MaxFrameBytes:  64 << 20,
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")},
+		MaxFrameBytes:    64 << 20,
+		DefaultMaxTokens: 4096,
+		TrustedProxies:   []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")},
 		Backends: []BackendConfig{
 			{Name: "vllm", URL: "http://127.0.0.1:8000", Models: []string{"llama3-8b", "qwen"}, Weight: 2.5, MaxConcurrent: 3},
 			{Name: "127.0.0.1:8001", URL: "http://127.0.0.1:8001", Models: []string{"a", "b"}, Weight: 1},

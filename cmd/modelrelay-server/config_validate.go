@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"modelrelay/relay"
 )
 
 // applyDerivedDefaults fills the defaults that depend on other values or on the host.
@@ -65,6 +67,9 @@ func (c Config) validate() error {
 			return fmt.Errorf("config: %s: must be positive", limit.key)
 		}
 	}
+	if c.DefaultMaxTokens <= 0 {
+		return fmt.Errorf("config: default_max_tokens: must be positive, got %d", c.DefaultMaxTokens)
+	}
 	if c.BodyMinRate < 0 {
 		return fmt.Errorf("config: body_min_rate: must not be negative, got %d", c.BodyMinRate)
 	}
@@ -102,8 +107,31 @@ func validateBackends(backends []BackendConfig) error {
 		if b.Weight <= 0 {
 			return fmt.Errorf("config: backends[%d].weight: must be positive, got %v", i, b.Weight)
 		}
+		if _, err := parseDialects(b.Dialects); err != nil {
+			return fmt.Errorf("config: backends[%d].dialects: %w", i, err)
+		}
 	}
 	return nil
+}
+
+// parseDialects reads a backend's dialects list: openai and/or anthropic, or auto (= empty).
+func parseDialects(names []string) ([]relay.Dialect, error) {
+	var out []relay.Dialect
+	for _, name := range names {
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "openai":
+			out = append(out, relay.OpenAI)
+		case "anthropic":
+			out = append(out, relay.Anthropic)
+		case "auto":
+			if len(names) > 1 {
+				return nil, errors.New(`"auto" cannot be combined with a family`)
+			}
+		default:
+			return nil, fmt.Errorf("unknown API family %q (want openai, anthropic or auto)", name)
+		}
+	}
+	return out, nil
 }
 
 // checkHTTPURL never echoes credentials embedded in the URL.

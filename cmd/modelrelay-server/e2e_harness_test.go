@@ -82,13 +82,19 @@ func (l *lockedBuffer) tail(n int) string {
 	return s
 }
 
-// baseEnv is the environment every e2e server gets; short timings keep the suite fast.
+// baseEnv is the environment every e2e server gets; short timings keep the suite fast. An
+// environment without a coordinator runs the server standalone.
 func (e *e2eEnv) baseEnv(listen string) map[string]string {
-	return map[string]string{
-		"LISTEN_ADDR":                    listen,
-		"LOG_LEVEL":                      "debug",
-		"DRAIN_TIMEOUT_SECS":             "2",
-		"MODELRELAY_ADMIN_TOKEN":         e2eAdmin,
+	env := map[string]string{
+		"LISTEN_ADDR":            listen,
+		"LOG_LEVEL":              "debug",
+		"DRAIN_TIMEOUT_SECS":     "2",
+		"MODELRELAY_ADMIN_TOKEN": e2eAdmin,
+	}
+	if e.coordURL == "" {
+		return env
+	}
+	for k, v := range map[string]string{
 		"APPPROXY_ENABLED":               "true",
 		"APPPROXY_COORDINATOR_URL":       e.coordURL,
 		"APPPROXY_API_SECRET":            e2eSecret,
@@ -101,7 +107,10 @@ func (e *e2eEnv) baseEnv(listen string) map[string]string {
 		"APPPROXY_HEARTBEAT_PERIOD":      "200ms",
 		"APPPROXY_RECONCILE_INTERVAL":    "300ms",
 		"APPPROXY_HEALTH_CHECK_INTERVAL": "200ms",
+	} {
+		env[k] = v
 	}
+	return env
 }
 
 // startE2E brings up Redis, the coordinator and the server, and waits until the server is

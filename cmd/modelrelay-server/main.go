@@ -72,8 +72,9 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 	backends := make([]relay.Backend, 0, len(cfg.Backends))
 	for _, b := range cfg.Backends {
+		dialects, _ := parseDialects(b.Dialects) // validated with the config
 		backends = append(backends, relay.Backend{Name: b.Name, URL: b.URL, Models: b.Models,
-			Weight: b.Weight, MaxConcurrent: b.MaxConcurrent})
+			Weight: b.Weight, MaxConcurrent: b.MaxConcurrent, Dialects: dialects})
 	}
 	return relay.Options{
 		Provider:               cfg.Provider,
@@ -87,6 +88,7 @@ func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 		BodyLimits:             bodyLimits(cfg),
 		MaxModelsPerWorker:     cfg.MaxModelsPerWorker,
 		MaxStreamBytes:         cfg.MaxStreamBytes,
+		DefaultMaxTokens:       cfg.DefaultMaxTokens,
 		MaxFrameBytes:          cfg.MaxFrameBytes,
 		RequireProtocolVersion: cfg.RequireProtocolVersion,
 		TrustedProxies:         cfg.TrustedProxies,

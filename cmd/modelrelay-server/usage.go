@@ -61,6 +61,9 @@ Limits:
                                  answer travels in one); the worker's --max-frame-bytes
                                  must not exceed it
                                  env MAX_FRAME_BYTES, default 67108864 (64 MiB)
+  --default-max-tokens N         max_tokens given to an OpenAI request that set none when
+                                 it is translated for an Anthropic-only target
+                                 env DEFAULT_MAX_TOKENS, default 4096
   --body-read-timeout DURATION   a request body must arrive within this (408 after)
                                  env BODY_READ_TIMEOUT, default 30s
   --body-min-rate N              bytes/s a body must keep up after 5 s (0 = no minimum)

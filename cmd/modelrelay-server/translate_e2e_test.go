@@ -1,0 +1,248 @@
+package main
+
+// Dialect translation from outside: the official Node SDKs and Claude Code, unchanged, through
+// the real server binary, to fake model servers that speak only the other API family — behind a
+// static backend and behind the real worker daemon. `make deps` installs the npm packages.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clientsDir is testdata/clients with its npm packages installed.
+func clientsDir(t testing.TB) string {
+	t.Helper()
+	dir, err := filepath.Abs("../../testdata/clients")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@anthropic-ai", "sdk")); err != nil {
+		t.Fatalf("npm packages missing in %s: run `make deps` (it installs Node and the client packages)", dir)
+	}
+	return dir
+}
+
+// startStandalone runs the real binary in standalone mode with a YAML config and returns its
+// address once it listens.
+func startStandalone(t testing.TB, config string) string {
+	t.Helper()
+	e := &e2eEnv{t: t}
+	startBinary(t, e, map[string]string{"MODELRELAY_CONFIG": writeConfig(t, config)})
+	return e.addr
+}
+
+// runNode runs a script from testdata/clients and returns the last line it printed.
+func runNode(t testing.TB, script string, env map[string]string) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = clientsDir(t)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node %s %v: %v\nstdout:\n%s\nstderr:\n%s", script, env, err, out.String(), errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var summary map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &summary); err != nil {
+		t.Fatalf("node %s: last line is not the summary: %v\n%s", script, err, out.String())
+	}
+	return summary
+}
+
+// post sends a JSON body to the relay and returns the answer.
+func post(t testing.TB, addr, path string, header http.Header, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	return resp.StatusCode, resp.Header, buf.Bytes()
+}
+
+// waitModel waits until the relay serves model (a relay worker has registered it).
+func waitModel(t testing.TB, addr, model string) {
+	t.Helper()
+	eventually(t, 20*time.Second, model+" served", func() (bool, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/models", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		var list struct{ Data []struct{ ID string } }
+		json.NewDecoder(resp.Body).Decode(&list)
+		for _, m := range list.Data {
+			if m.ID == model {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(list)
+	})
+}
+
+func TestE2EAnthropicSDKOnOpenAIOnlyTargets(t *testing.T) {
+	t.Parallel()
+	static := newFakeModel(t, "openai")
+	static.tokenize = true
+	behindWorker := newFakeModel(t, "openai")
+	addr := startStandalone(t, fmt.Sprintf(`worker_secret: tr-secret
+backends:
+  - name: oai-static
+    url: %s
+    models: [static-m]
+    dialects: [openai]
+`, static.url))
+	startWorkerDaemon(t, addr, "tr-secret", behindWorker.url, "worker-m")
+	waitModel(t, addr, "worker-m")
+
+	for _, tc := range []struct {
+		model string
+		fake  *fakeModel
+	}{{"static-m", static}, {"worker-m", behindWorker}} {
+		summary := runNode(t, "anthropic_sdk.mjs", map[string]string{"RELAY_URL": "http://" + addr, "MODEL": tc.model})
+		t.Logf("%s: %v", tc.model, summary)
+		calls := tc.fake.callsTo("/v1/chat/completions")
+		if len(calls) < 7 {
+			t.Fatalf("%s: the fake got %d chat calls", tc.model, len(calls))
+		}
+		for _, c := range calls {
+			if got := c.Header.Get("Authorization"); got != "Bearer sk-ant-test" {
+				t.Errorf("%s: the key reached the OpenAI target as Authorization %q", tc.model, got)
+			}
+			for _, name := range []string{"X-Api-Key", "Anthropic-Version"} {
+				if c.Header.Get(name) != "" {
+					t.Errorf("%s: %s reached the OpenAI target", tc.model, name)
+				}
+			}
+			if stream, _ := c.Body["stream"].(bool); stream {
+				if so, _ := c.Body["stream_options"].(map[string]any); so["include_usage"] != true {
+					t.Errorf("%s: a translated stream did not ask for usage: %v", tc.model, c.Body)
+				}
+			}
+		}
+		first := calls[0].Body["messages"].([]any)[0].(map[string]any)
+		if first["role"] != "system" || first["content"] != "Be brief." {
+			t.Errorf("%s: system prompt became %v", tc.model, first)
+		}
+		var sawTool, sawImage bool
+		for _, c := range calls {
+			for _, m := range c.Body["messages"].([]any) {
+				m := m.(map[string]any)
+				if m["role"] == "tool" && strings.HasPrefix(fmt.Sprint(m["tool_call_id"]), "call_weather_1") && m["content"] == "18 degrees and sunny" {
+					sawTool = true
+				}
+				if _, image := userContent(m); strings.HasPrefix(image, "image/png") {
+					sawImage = true
+				}
+			}
+		}
+		if !sawTool || !sawImage {
+			t.Errorf("%s: tool result as a tool message %v, image as image_url %v", tc.model, sawTool, sawImage)
+		}
+	}
+	// The static backend is configured OpenAI-only: nothing untranslated ever reached it. The
+	// worker's target is learned: one probe of /v1/messages, refused, then everything translated.
+	if n := len(static.callsTo("/v1/messages")); n != 0 {
+		t.Errorf("the OpenAI-only static backend got %d /v1/messages calls", n)
+	}
+	if n := len(behindWorker.callsTo("/v1/messages")); n != 1 {
+		t.Errorf("the worker's OpenAI-only server got %d /v1/messages probes, want 1", n)
+	}
+	if n := len(static.callsTo("/tokenize")); n != 1 {
+		t.Errorf("count_tokens made %d /tokenize calls on the static backend, want 1", n)
+	}
+
+	// Headers the SDK does not show: the translation mark, and the marked estimate where the
+	// target has no /tokenize.
+	body := `{"model":"%s","max_tokens":16,"messages":[{"role":"user","content":"Say hello."}]}`
+	for _, model := range []string{"static-m", "worker-m"} {
+		st, h, b := post(t, addr, "/v1/messages?beta=true", nil, fmt.Sprintf(body, model))
+		if st != 200 || h.Get("X-Modelrelay-Translated") != "anthropic->openai" {
+			t.Errorf("%s: %d %v %s", model, st, h, b)
+		}
+	}
+	count := `{"model":"%s","messages":[{"role":"user","content":"Count these words, please."}]}`
+	st, h, b := post(t, addr, "/v1/messages/count_tokens", nil, fmt.Sprintf(count, "static-m"))
+	if st != 200 || h.Get("X-Modelrelay-Estimated") != "" || !strings.Contains(string(b), "input_tokens") {
+		t.Errorf("count_tokens through /tokenize: %d %v %s", st, h, b)
+	}
+	st, h, b = post(t, addr, "/v1/messages/count_tokens", nil, fmt.Sprintf(count, "worker-m"))
+	if st != 200 || h.Get("X-Modelrelay-Estimated") != "true" || string(b) != `{"input_tokens":7}` {
+		t.Errorf("count_tokens estimate: %d %v %s", st, h, b)
+	}
+}
+
+func TestE2EOpenAISDKOnAnthropicOnlyTargets(t *testing.T) {
+	t.Parallel()
+	static := newFakeModel(t, "anthropic")
+	behindWorker := newFakeModel(t, "anthropic")
+	addr := startStandalone(t, fmt.Sprintf(`worker_secret: tr-secret
+backends:
+  - name: ant-static
+    url: %s
+    models: [static-m]
+`, static.url))
+	startWorkerDaemon(t, addr, "tr-secret", behindWorker.url, "worker-m")
+	waitModel(t, addr, "worker-m")
+
+	for _, tc := range []struct {
+		model string
+		fake  *fakeModel
+	}{{"static-m", static}, {"worker-m", behindWorker}} {
+		summary := runNode(t, "openai_sdk.mjs", map[string]string{"RELAY_URL": "http://" + addr, "MODEL": tc.model})
+		t.Logf("%s: %v", tc.model, summary)
+		calls := tc.fake.callsTo("/v1/messages")
+		if len(calls) < 7 {
+			t.Fatalf("%s: the fake got %d messages calls", tc.model, len(calls))
+		}
+		for _, c := range calls {
+			if c.Status != 200 && c.Status != 400 {
+				t.Errorf("%s: the fake answered %d to %v", tc.model, c.Status, c.Body)
+			}
+			if c.Header.Get("X-Api-Key") != "sk-test" || c.Header.Get("Authorization") != "" {
+				t.Errorf("%s: credentials reached the Anthropic target as %v", tc.model, c.Header)
+			}
+			if c.Body["max_tokens"] != float64(4096) {
+				t.Errorf("%s: max_tokens %v, want the default 4096", tc.model, c.Body["max_tokens"])
+			}
+		}
+		if calls[0].Body["system"] != "Be brief." {
+			t.Errorf("%s: system prompt became %v", tc.model, calls[0].Body["system"])
+		}
+		// Both targets are auto: one refused probe of the OpenAI path each, then translated.
+		if n := len(tc.fake.callsTo("/v1/chat/completions")); n != 1 {
+			t.Errorf("%s: %d /v1/chat/completions probes, want 1", tc.model, n)
+		}
+	}
+	st, h, b := post(t, addr, "/v1/chat/completions", bearer("sk-test"), `{"model":"static-m","messages":[{"role":"user","content":"hi"}]}`)
+	if st != 200 || h.Get("X-Modelrelay-Translated") != "openai->anthropic" {
+		t.Errorf("translated answer: %d %v %s", st, h, b)
+	}
+	st, _, b = post(t, addr, "/v1/chat/completions", nil, `{"model":"static-m","n":2,"messages":[{"role":"user","content":"hi"}]}`)
+	if st != 400 || !strings.Contains(string(b), `"invalid_request_error"`) {
+		t.Errorf("n > 1 to an Anthropic target: %d %s", st, b)
+	}
+}

@@ -1,0 +1,254 @@
+package relay
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"modelrelay/protocol"
+	"modelrelay/relay/translate"
+)
+
+// This file joins the relay to package translate: which routes have a counterpart in the other
+// API family, how a request is dressed for a target of that family, and how the answer is
+// turned back into the client's family on its way out (see the responder's conv).
+
+// route is an inference path that translation knows.
+type route uint8
+
+const (
+	routeOther       route = iota // no counterpart: always sent as is
+	routeChat                     // OpenAI /v1/chat/completions
+	routeMessages                 // Anthropic /v1/messages
+	routeCountTokens              // Anthropic /v1/messages/count_tokens
+)
+
+func routeOf(path string) route {
+	switch path {
+	case "/v1/chat/completions":
+		return routeChat
+	case "/v1/messages":
+		return routeMessages
+	case "/v1/messages/count_tokens":
+		return routeCountTokens
+	}
+	return routeOther
+}
+
+// translatedHeader names the translation on every translated answer, client's family first.
+const translatedHeader = "X-Modelrelay-Translated"
+
+// anthropicVersion is sent to Anthropic targets when the client (speaking OpenAI) sent none.
+const anthropicVersion = "2023-06-01"
+
+// maxTranslatedBody bounds a non-streamed answer held for translation (a JSON answer must be
+// whole before it can be mapped); streams are translated event by event instead.
+const maxTranslatedBody = 32 << 20
+
+// maxErrorBody bounds the part of an error answer read for its message.
+const maxErrorBody = 64 << 10
+
+var errDialectRefused = errors.New("target does not speak the route's API family")
+
+// wire is what a target receives of a request: its path, body and headers.
+type wire struct {
+	path   string
+	body   []byte
+	header http.Header
+}
+
+// dress makes req what a target receives: translated (for a target of the other family) or as
+// the client sent it. The translation is built once and kept for requeues and replays.
+func (s *Server) dress(req *Request, translated bool) error {
+	if !translated && req.native == nil {
+		return nil // never translated: req is as the client sent it
+	}
+	if req.native == nil {
+		req.native = &wire{req.Path, req.Body, req.Header}
+	}
+	w := req.native
+	if translated {
+		if req.foreign == nil {
+			f, err := s.foreignWire(req)
+			if err != nil {
+				return err
+			}
+			req.foreign = f
+		}
+		w = req.foreign
+	}
+	req.Path, req.Body, req.Header = w.path, w.body, w.header
+	return nil
+}
+
+// nativePath is the path as the client sent it.
+func (req *Request) nativePath() string {
+	if req.native != nil {
+		return req.native.path
+	}
+	return req.Path
+}
+
+// nativeBody is the body as the client sent it.
+func (req *Request) nativeBody() []byte {
+	if req.native != nil {
+		return req.native.body
+	}
+	return req.Body
+}
+
+// foreignWire translates req for a target of the other family. The query string is dropped
+// (it belonged to the client's family) and so are the other family's own headers; the
+// client's credential moves to where that family carries it.
+func (s *Server) foreignWire(req *Request) (*wire, error) {
+	n := req.native
+	var w wire
+	var err error
+	switch req.route {
+	case routeMessages:
+		w.path = "/v1/chat/completions"
+		w.body, req.meta, err = translate.AnthropicToOpenAI(n.body)
+	case routeCountTokens:
+		w.path = "/tokenize"
+		w.body, err = translate.TokenizeRequest(n.body)
+	case routeChat:
+		w.path = "/v1/messages"
+		w.body, req.meta, err = translate.OpenAIToAnthropic(n.body, s.opts.DefaultMaxTokens)
+	}
+	if err != nil {
+		return nil, &relayError{http.StatusBadRequest, err.Error(), "invalid_request_error"}
+	}
+	h := n.header.Clone()
+	// The relay reads the answer: it must come unencoded, and the body's length has changed.
+	h.Del("Accept-Encoding")
+	h.Del("Content-Length")
+	h.Del("Idempotency-Key")
+	if req.Dialect == Anthropic {
+		if key := h.Get("X-Api-Key"); key != "" && h.Get("Authorization") == "" {
+			h.Set("Authorization", "Bearer "+key)
+		}
+		for _, name := range []string{"X-Api-Key", "Anthropic-Version", "Anthropic-Beta"} {
+			h.Del(name)
+		}
+	} else {
+		if auth := h.Get("Authorization"); h.Get("X-Api-Key") == "" && strings.HasPrefix(auth, "Bearer ") {
+			h.Set("X-Api-Key", strings.TrimPrefix(auth, "Bearer "))
+			h.Del("Authorization")
+		}
+		if h.Get("Anthropic-Version") == "" {
+			h.Set("Anthropic-Version", anthropicVersion)
+		}
+		h.Del("Openai-Organization")
+		h.Del("Openai-Project")
+	}
+	h.Set("Content-Type", "application/json")
+	w.header = h
+	return &w, nil
+}
+
+// conversion turns one target's answer, in the other family, into the client's family. A
+// stream is translated as its bytes arrive; a JSON answer is held (bounded) until it is whole.
+type conversion struct {
+	route  route
+	meta   translate.Request
+	stream translate.Stream // set once a 2xx event stream started
+	status int              // of a held answer
+	header http.Header      // of a held answer
+	body   []byte           // the held answer so far
+	limit  int
+	over   bool // the held answer outgrew its bound
+}
+
+func newConversion(req *Request) *conversion {
+	return &conversion{route: req.route, meta: req.meta}
+}
+
+// toAnthropic reports whether the client speaks Anthropic (the target then speaks OpenAI).
+func (c *conversion) toAnthropic() bool { return c.route != routeChat }
+
+// name is the x-modelrelay-translated value: the client's family first.
+func (c *conversion) name() string {
+	if c.toAnthropic() {
+		return "anthropic->openai"
+	}
+	return "openai->anthropic"
+}
+
+func (c *conversion) startStream() {
+	if c.toAnthropic() {
+		c.stream = translate.NewAnthropicStream(c.meta.Model)
+	} else {
+		c.stream = translate.NewOpenAIStream(c.meta.Model, c.meta.IncludeUsage)
+	}
+}
+
+// refused reports whether the translated request was refused as the wrong family too.
+func (c *conversion) refused() bool { return c.stream == nil && refusesDialect(c.status) }
+
+// hold starts holding an answer that is not a stream.
+func (c *conversion) hold(status int, h http.Header) {
+	c.status, c.header = status, h
+	c.limit = maxTranslatedBody
+	if status < 200 || status > 299 {
+		c.limit = maxErrorBody
+	}
+}
+
+func (c *conversion) add(b []byte) {
+	if room := c.limit - len(c.body); len(b) > room {
+		b = b[:max(room, 0)]
+		c.over = true
+	}
+	c.body = append(c.body, b...)
+}
+
+// answer is the client's answer for a held one: status, body and whether the body is the
+// marked token estimate.
+func (c *conversion) answer(native []byte) (status int, body []byte, estimated bool, err error) {
+	ok := c.status >= 200 && c.status <= 299
+	if c.route == routeCountTokens {
+		// /tokenize counted, or the target has none (or answered nonsense): estimate.
+		if n, counted := translate.TokenizeCount(c.body); ok && !c.over && counted {
+			return http.StatusOK, translate.CountTokensAnswer(n), false, nil
+		}
+		n, err := translate.EstimateTokens(native)
+		if err != nil {
+			return 0, nil, false, err
+		}
+		return http.StatusOK, translate.CountTokensAnswer(n), true, nil
+	}
+	if !ok {
+		return c.status, translate.ErrorBody(c.status, c.body, c.toAnthropic()), false, nil
+	}
+	if c.over {
+		return 0, nil, false, errUpstream("answer too large to translate")
+	}
+	if c.toAnthropic() {
+		body, _, _, err = translate.OpenAIResponseToAnthropic(c.body, c.meta.Model)
+	} else {
+		body, _, err = translate.AnthropicResponseToOpenAI(c.body, c.meta.Model)
+	}
+	if err != nil {
+		return 0, nil, false, errUpstream("the model server's answer could not be translated")
+	}
+	return c.status, body, false, nil
+}
+
+// copyTranslatedHead copies the target's end-to-end headers that still hold after translation:
+// not its length, type or encoding, which the relay sets itself.
+func copyTranslatedHead(dst, src http.Header, name string) {
+	listed := protocol.ConnectionListed(src.Values("Connection"))
+	for k, v := range src {
+		switch k {
+		case "Content-Length", "Content-Type", "Content-Encoding":
+			continue
+		}
+		if protocol.EndToEnd(k, listed) {
+			dst[k] = v
+		}
+	}
+	dst.Set(translatedHeader, name)
+}
+
+func setLength(h http.Header, n int) { h.Set("Content-Length", strconv.Itoa(n)) }
