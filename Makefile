@@ -15,13 +15,22 @@ run:
 	$(GO) run ./cmd/modelrelay-server
 
 ## deps: what the tests need beyond Go: a redis-server binary (tests start their own on a
-## random loopback port; they never touch one already running).
+## random loopback port; they never touch one already running), and Node with the official
+## client SDKs and Claude Code (pinned in testdata/clients/package-lock.json).
+APT_INSTALL = SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 		echo "redis-server not found: installing it from Debian packages"; \
-		SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; \
+		$(APT_INSTALL) redis-server >/dev/null; \
 		command -v redis-server >/dev/null 2>&1 || { echo "could not install redis-server" >&2; exit 1; }; }
+	@{ command -v node && command -v npm; } >/dev/null 2>&1 || { \
+		echo "node/npm not found: installing them from Debian packages"; \
+		$(APT_INSTALL) nodejs npm >/dev/null; \
+		command -v npm >/dev/null 2>&1 || { echo "could not install nodejs and npm" >&2; exit 1; }; }
+	@[ testdata/clients/node_modules/.package-lock.json -nt testdata/clients/package-lock.json ] || { \
+		echo "installing the client SDKs and Claude Code (npm ci in testdata/clients)"; \
+		cd testdata/clients && npm ci --no-audit --no-fund --loglevel=error; }
 
 vet:
 	$(GO) vet ./...

@@ -222,22 +222,27 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *resp
 		out.learn = m.speech
 	}
 	err := m.target.serve(ctx, req, out, drop)
-	out.probing, out.learn = false, nil
-	if !errors.Is(err, errDialectRefused) {
+	refusal := out.refusal
+	out.probing, out.learn, out.refusal = false, nil, nil
+	if refusal == nil {
 		drop()
 		return err
 	}
 	if req.route != routeCountTokens {
 		m.speech.learn(req.Dialect, false, time.Now())
 	}
-	s.log.Debug("target refused the route's API family; replaying translated", "request_id", req.ID, "target", m.id, "route", req.nativePath())
+	s.log.Debug("target refused the route's API family; replaying translated", "request_id", req.ID,
+		"target", m.id, "route", req.nativePath(), "status", refusal.status)
 	if err := s.prepare(req, out, true); err != nil {
 		drop()
 		return err
 	}
 	err = m.target.serve(ctx, req, out, drop)
-	if req.route != routeCountTokens && out.conv.refused() {
-		m.speech.forget(req.Dialect) // refused in both families: the refusal was about the request
+	if err == nil && req.route != routeCountTokens && out.conv.refused() {
+		// Refused in both families: the refusal was about the request (an unknown model, say),
+		// not the family. The client gets the target's own first answer.
+		m.speech.forget(req.Dialect)
+		return out.writeHeld(refusal)
 	}
 	return err
 }

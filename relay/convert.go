@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,8 +47,6 @@ const maxTranslatedBody = 32 << 20
 
 // maxErrorBody bounds the part of an error answer read for its message.
 const maxErrorBody = 64 << 10
-
-var errDialectRefused = errors.New("target does not speak the route's API family")
 
 // wire is what a target receives of a request: its path, body and headers.
 type wire struct {

@@ -33,6 +33,7 @@ type responder struct {
 	dialect   Dialect
 	maxStream int64
 	streamed  int64
+	length    int64 // of a relayed answer when the target announced it, else -1
 	started   bool
 	status    int
 	gate      atomic.Int32
@@ -42,16 +43,24 @@ type responder struct {
 	// Translation (see convert.go). conv, when set, turns the target's answer into the
 	// client's family; held means the answer is being held whole and the client has seen
 	// nothing yet. probing means the request went untranslated to a target that may not speak
-	// its family: a 404, 405 or 501 then is not written but returned as errDialectRefused;
-	// learn, when set, records what the answer said.
+	// its family: a 404, 405 or 501 then is kept in refusal, not written, for the caller to
+	// replay the request translated; learn, when set, records what a 2xx said.
 	conv    *conversion
 	held    bool
 	probing bool
 	learn   *speech
+	refusal *heldAnswer
+}
+
+// heldAnswer is a target's answer kept instead of written.
+type heldAnswer struct {
+	status int
+	header http.Header
+	body   []byte
 }
 
 func newResponder(w http.ResponseWriter, d Dialect, maxStream int64, arrival time.Time) *responder {
-	return &responder{w: w, rc: http.NewResponseController(w), dialect: d, maxStream: maxStream, arrival: arrival}
+	return &responder{w: w, rc: http.NewResponseController(w), dialect: d, maxStream: maxStream, arrival: arrival, length: -1}
 }
 
 // expire is the request timeout's side of the race: true means nothing was sent and nothing
@@ -73,7 +82,8 @@ func (o *responder) begin() error {
 // writeHead sends the target's status and its end-to-end headers.
 func (o *responder) writeHead(status int, h http.Header) error {
 	if o.probing && refusesDialect(status) {
-		return errDialectRefused
+		o.refusal = &heldAnswer{status: status, header: h}
+		return nil
 	}
 	o.heard(status)
 	if err := o.begin(); err != nil {
@@ -89,6 +99,9 @@ func (o *responder) writeHead(status int, h http.Header) error {
 		return nil
 	}
 	dst := o.w.Header()
+	if o.length >= 0 {
+		dst.Set("Content-Length", strconv.FormatInt(o.length, 10))
+	}
 	listed := protocol.ConnectionListed(h.Values("Connection"))
 	for name, values := range h {
 		if protocol.EndToEnd(name, listed) {
@@ -144,17 +157,18 @@ func (o *responder) startTranslatedStream(status int, h http.Header) {
 	o.w.WriteHeader(status)
 }
 
-// setLength announces the length of an answer relayed as it is (a translated one gets its own).
-func (o *responder) setLength(n int64) {
-	if o.conv == nil {
-		o.w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-	}
-}
+// setLength announces the length of the answer the target is about to send; writeHead uses
+// it when the answer is relayed as it is (a translated one gets its own).
+func (o *responder) setLength(n int64) { o.length = n }
 
 // writeChunk writes b and flushes it, so each chunk reaches the client before the next one
 // is read. Past the stream ceiling it ends the stream with an error event instead. A
 // translated answer goes through its conversion first.
 func (o *responder) writeChunk(b []byte, flush bool) error {
+	if r := o.refusal; r != nil {
+		r.body = append(r.body, b[:min(len(b), maxErrorBody-len(r.body))]...)
+		return nil
+	}
 	if c := o.conv; c != nil {
 		if c.stream == nil {
 			c.add(b)
@@ -226,6 +240,16 @@ func (o *responder) streamError(message, code string) []byte {
 		return o.conv.stream.Fail(message)
 	}
 	return o.dialect.streamErrorEvent(message, code)
+}
+
+// writeHeld writes an answer that was held back, as the target sent it.
+func (o *responder) writeHeld(a *heldAnswer) error {
+	o.conv, o.held = nil, false
+	o.setLength(int64(len(a.body)))
+	if err := o.writeHead(a.status, a.header); err != nil {
+		return err
+	}
+	return o.emit(a.body, false)
 }
 
 // finish completes a translated answer once the target is done: the closing events of a

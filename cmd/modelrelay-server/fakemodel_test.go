@@ -120,10 +120,15 @@ type reply struct {
 // decide reads the conversation (either family's shape) and picks the answer.
 func (f *fakeModel) decide(body map[string]any) reply {
 	msgs, _ := body["messages"].([]any)
-	if len(msgs) == 0 {
+	var last map[string]any // the last turn; Claude Code also puts system entries after it
+	for i := len(msgs) - 1; i >= 0 && last == nil; i-- {
+		if m, _ := msgs[i].(map[string]any); m["role"] != "system" {
+			last = m
+		}
+	}
+	if last == nil {
 		return reply{text: "nothing asked"}
 	}
-	last, _ := msgs[len(msgs)-1].(map[string]any)
 	if result, ok := toolResultIn(last); ok {
 		return reply{text: "The tool said: " + result}
 	}

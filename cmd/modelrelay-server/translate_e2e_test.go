@@ -246,3 +246,72 @@ backends:
 		t.Errorf("n > 1 to an Anthropic target: %d %s", st, b)
 	}
 }
+
+// Claude Code itself, headless, on a relay whose only target speaks OpenAI chat: it completes a
+// prompt, and a tool round trip — the fake answers the first turn with a call to Claude Code's
+// Read tool and answers the second turn from the tool result Claude Code sent back.
+func TestE2EClaudeCodeOnAnOpenAIOnlyModelServer(t *testing.T) {
+	t.Parallel()
+	claude := filepath.Join(clientsDir(t), "node_modules", ".bin", "claude")
+	work := t.TempDir()
+	nonce := fmt.Sprintf("relay-nonce-%d", time.Now().UnixNano())
+	notes := filepath.Join(work, "notes.txt")
+	if err := os.WriteFile(notes, []byte("The secret word is "+nonce+".\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fake := newFakeModel(t, "openai")
+	fake.readFile = notes
+	addr := startStandalone(t, fmt.Sprintf(`backends:
+  - name: llama
+    url: %s
+    models: ["*"]
+`, fake.url))
+
+	run := func(prompt string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, claude, "-p", prompt, "--allowedTools", "Read", "--output-format", "text")
+		cmd.Dir = work
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
+			"ANTHROPIC_BASE_URL=http://" + addr, "ANTHROPIC_API_KEY=sk-ant-relay-test",
+			"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CI=1"}
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("claude -p %q: %v\nstdout:\n%s\nstderr:\n%s", prompt, err, out.String(), errOut.String())
+		}
+		return out.String()
+	}
+
+	if out := run("Say hello."); !strings.Contains(out, "Hello from the openai-only fake.") {
+		t.Errorf("plain prompt: claude printed %q", out)
+	}
+	out := run("Please read the file notes.txt and tell me the secret word.")
+	if !strings.Contains(out, nonce) {
+		t.Errorf("tool round trip: claude printed %q, want the file's secret %s", out, nonce)
+	}
+	// The second turn carried Claude Code's Read result back as an OpenAI tool message.
+	var sawResult bool
+	for _, c := range fake.callsTo("/v1/chat/completions") {
+		for _, m := range c.Body["messages"].([]any) {
+			m := m.(map[string]any)
+			if m["role"] == "tool" && m["tool_call_id"] == "call_read_1" && strings.Contains(fmt.Sprint(m["content"]), nonce) {
+				sawResult = true
+			}
+		}
+	}
+	if !sawResult {
+		t.Errorf("the fake never got the Read result as a tool message")
+		for _, c := range fake.callsTo("/v1/chat/completions") {
+			msgs := c.Body["messages"].([]any)
+			b, _ := json.Marshal(msgs[len(msgs)-1])
+			t.Logf("last message: %.3000s", b)
+		}
+	}
+	// The backend is auto: one refused probe taught the relay, the rest went translated.
+	if n := len(fake.callsTo("/v1/messages")); n != 1 {
+		t.Errorf("/v1/messages reached the OpenAI-only server %d times, want one probe", n)
+	}
+}
