@@ -33,7 +33,22 @@ type fakeCall struct {
 	Header http.Header
 	Body   map[string]any
 	Status int
+	Raw    []byte // the request body as sent
+	Answer []byte // what the fake wrote back
 }
+
+// tee keeps a copy of what the fake writes.
+type tee struct {
+	http.ResponseWriter
+	buf []byte
+}
+
+func (w *tee) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *tee) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 
 func newFakeModel(t testing.TB, family string) *fakeModel {
 	t.Helper()
@@ -61,27 +76,32 @@ func (f *fakeModel) callsTo(path string) []fakeCall {
 	return out
 }
 
-func (f *fakeModel) record(r *http.Request, body map[string]any, status int) {
-	f.mu.Lock()
-	f.seen = append(f.seen, fakeCall{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Status: status})
-	f.mu.Unlock()
-}
-
-func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
+func (f *fakeModel) serve(rw http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	var body map[string]any
 	json.Unmarshal(raw, &body)
+	w := &tee{ResponseWriter: rw}
+	var call *fakeCall
+	defer func() {
+		call.Raw, call.Answer = raw, w.buf
+		f.mu.Lock()
+		f.seen = append(f.seen, *call)
+		f.mu.Unlock()
+	}()
+	record := func(r *http.Request, body map[string]any, status int) {
+		call = &fakeCall{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Status: status}
+	}
 	own := "/v1/chat/completions"
 	if f.family == "anthropic" {
 		own = "/v1/messages"
 	}
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
-		f.record(r, nil, 200)
+		record(r, nil, 200)
 		fmt.Fprint(w, `{"object":"list","data":[{"id":"fake","object":"model"}]}`)
 	case r.Method == http.MethodPost && r.URL.Path == own:
 		if f.family == "anthropic" && (r.Header.Get("Anthropic-Version") == "" || r.Header.Get("X-Api-Key") == "") {
-			f.record(r, body, 400)
+			record(r, body, 400)
 			http.Error(w, `{"type":"error","error":{"type":"invalid_request_error","message":"anthropic-version and x-api-key are required"}}`, 400)
 			return
 		}
@@ -90,18 +110,18 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		if reply.err != "" {
 			status = 400
 		}
-		f.record(r, body, status)
+		record(r, body, status)
 		if f.family == "openai" {
 			f.answerOpenAI(w, body, reply)
 		} else {
 			f.answerAnthropic(w, body, reply)
 		}
 	case r.Method == http.MethodPost && r.URL.Path == "/tokenize" && f.tokenize && f.family == "openai":
-		f.record(r, body, 200)
+		record(r, body, 200)
 		msgs, _ := json.Marshal(body["messages"])
 		fmt.Fprintf(w, `{"count":%d,"max_model_len":32768,"tokens":[]}`, len(msgs)/3)
 	default:
-		f.record(r, body, 404)
+		record(r, body, 404)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprintf(w, `{"detail":"Not Found: %s"}`, r.URL.Path)

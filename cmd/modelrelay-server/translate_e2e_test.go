@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -165,6 +166,7 @@ backends:
 	}
 	// The static backend is configured OpenAI-only: nothing untranslated ever reached it. The
 	// worker's target is learned: one probe of /v1/messages, refused, then everything translated.
+	saveSeeds(t, static, behindWorker)
 	if n := len(static.callsTo("/v1/messages")); n != 0 {
 		t.Errorf("the OpenAI-only static backend got %d /v1/messages calls", n)
 	}
@@ -237,6 +239,7 @@ backends:
 			t.Errorf("%s: %d /v1/chat/completions probes, want 1", tc.model, n)
 		}
 	}
+	saveSeeds(t, static, behindWorker)
 	st, h, b := post(t, addr, "/v1/chat/completions", bearer("sk-test"), `{"model":"static-m","messages":[{"role":"user","content":"hi"}]}`)
 	if st != 200 || h.Get("X-Modelrelay-Translated") != "openai->anthropic" {
 		t.Errorf("translated answer: %d %v %s", st, h, b)
@@ -302,6 +305,7 @@ func TestE2EClaudeCodeOnAnOpenAIOnlyModelServer(t *testing.T) {
 			}
 		}
 	}
+	saveSeeds(t, fake)
 	if !sawResult {
 		t.Errorf("the fake never got the Read result as a tool message")
 		for _, c := range fake.callsTo("/v1/chat/completions") {
@@ -314,4 +318,78 @@ func TestE2EClaudeCodeOnAnOpenAIOnlyModelServer(t *testing.T) {
 	if n := len(fake.callsTo("/v1/messages")); n != 1 {
 		t.Errorf("/v1/messages reached the OpenAI-only server %d times, want one probe", n)
 	}
+}
+
+// saveSeeds writes what the fakes were sent and answered into the translate package's fuzz
+// corpora when MODELRELAY_CAPTURE_SEEDS names the corpus directory
+// (relay/translate/testdata/fuzz): real captures of the SDKs' and Claude Code's traffic. Long
+// strings are cut to 120 characters: the shapes matter, not the prompts.
+func saveSeeds(t testing.TB, fakes ...*fakeModel) {
+	dir := os.Getenv("MODELRELAY_CAPTURE_SEEDS")
+	if dir == "" {
+		return
+	}
+	save := func(target string, b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		sum := sha256.Sum256(b)
+		path := filepath.Join(dir, target, fmt.Sprintf("capture-%x", sum[:6]))
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, fmt.Appendf(nil, "go test fuzz v1\n[]byte(%q)\n", b), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, f := range fakes {
+		for _, c := range f.calls() {
+			answer := c.Answer
+			if c.Status != 200 {
+				answer = nil
+			}
+			switch c.Path {
+			case "/v1/messages":
+				save("FuzzAnthropicRequest", shrinkJSON(c.Raw))
+				if bytes.HasPrefix(answer, []byte("event:")) {
+					save("FuzzOpenAIStream", answer)
+				} else {
+					save("FuzzResponses", answer)
+				}
+			case "/v1/chat/completions":
+				save("FuzzOpenAIRequest", shrinkJSON(c.Raw))
+				if bytes.HasPrefix(answer, []byte("data:")) {
+					save("FuzzAnthropicStream", answer)
+				} else {
+					save("FuzzResponses", answer)
+				}
+			}
+		}
+	}
+}
+
+// shrinkJSON cuts every string in a JSON document to 120 characters.
+func shrinkJSON(b []byte) []byte {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return b
+	}
+	var cut func(any) any
+	cut = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			if r := []rune(x); len(r) > 120 {
+				return string(r[:120])
+			}
+		case []any:
+			for i := range x {
+				x[i] = cut(x[i])
+			}
+		case map[string]any:
+			for k := range x {
+				x[k] = cut(x[k])
+			}
+		}
+		return v
+	}
+	out, _ := json.Marshal(cut(v))
+	return out
 }

@@ -141,21 +141,82 @@ func TestErrorBody(t *testing.T) {
 }
 
 // Fuzz: nothing panics on any bytes, for both mappers and both streams.
-func FuzzTranslate(f *testing.F) {
-	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-	f.Add([]byte("data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n"))
-	f.Add([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\n"))
+// The fuzz targets: one per mapper and stream translator of untrusted bytes. Their corpora hold
+// hand-made seeds and real captures of the SDKs' and Claude Code's traffic through the fakes of
+// the end-to-end tests (MODELRELAY_CAPTURE_SEEDS, see cmd/modelrelay-server).
+
+func FuzzAnthropicRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		AnthropicToOpenAI(b)
-		OpenAIToAnthropic(b, 16)
-		OpenAIResponseToAnthropic(b, "m")
-		AnthropicResponseToOpenAI(b, "m")
-		EstimateTokens(b)
-		for _, s := range []Stream{NewAnthropicStream("m"), NewOpenAIStream("m", true)} {
-			half := len(b) / 2
-			s.Write(b[:half])
-			s.Write(b[half:])
-			s.Close()
+		out, _, err := AnthropicToOpenAI(b)
+		checkMapped(t, out, err)
+		if n, err := EstimateTokens(b); err == nil && n < 0 {
+			t.Fatalf("estimate %d", n)
+		}
+		out, err = TokenizeRequest(b)
+		checkMapped(t, out, err)
+	})
+}
+
+func FuzzOpenAIRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, _, err := OpenAIToAnthropic(b, 16)
+		checkMapped(t, out, err)
+	})
+}
+
+func FuzzResponses(f *testing.F) {
+	f.Add([]byte(`{"id":"x","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, _, _, err := OpenAIResponseToAnthropic(b, "m")
+		checkMapped(t, out, err)
+		out, _, err = AnthropicResponseToOpenAI(b, "m")
+		checkMapped(t, out, err)
+		if !json.Valid(ErrorBody(500, b, true)) || !json.Valid(ErrorBody(500, b, false)) {
+			t.Fatal("error body is not JSON")
 		}
 	})
+}
+
+func FuzzAnthropicStream(f *testing.F) {
+	f.Add([]byte("data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n"))
+	f.Fuzz(func(t *testing.T, b []byte) { checkStream(t, NewAnthropicStream("m"), b) })
+}
+
+func FuzzOpenAIStream(f *testing.F) {
+	f.Add([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\n"))
+	f.Fuzz(func(t *testing.T, b []byte) { checkStream(t, NewOpenAIStream("m", true), b) })
+}
+
+// checkMapped: a mapping either fails or yields JSON.
+func checkMapped(t *testing.T, out []byte, err error) {
+	t.Helper()
+	if err == nil && !json.Valid(out) {
+		t.Fatalf("mapped to invalid JSON: %q", out)
+	}
+}
+
+// checkStream feeds b in three uneven writes. What comes out stays proportional to what went
+// in (no state that grows on its own), and every event carries JSON.
+func checkStream(t *testing.T, s Stream, b []byte) {
+	t.Helper()
+	var out []byte
+	for _, part := range [][]byte{b[:len(b)/3], b[len(b)/3 : len(b)/2], b[len(b)/2:]} {
+		o, err := s.Write(part)
+		out = append(out, o...)
+		if err != nil {
+			out = append(out, s.Fail(err.Error())...)
+			break
+		}
+	}
+	out = append(out, s.Close()...)
+	if len(out) > 64*len(b)+8192 {
+		t.Fatalf("%d bytes in, %d out", len(b), len(out))
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && data != "[DONE]" && !json.Valid([]byte(data)) {
+			t.Fatalf("event data is not JSON: %q", data)
+		}
+	}
 }
