@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,4 +130,63 @@ func waitQueued(b *testing.B, ts *httptest.Server) {
 		time.Sleep(time.Millisecond)
 	}
 	b.Fatal("request never queued")
+}
+
+// BenchmarkStreamTranslation streams the same 200-chunk OpenAI answer (flushed chunk by chunk,
+// as a model server sends tokens) through the relay to an OpenAI client (pass-through) and to
+// an Anthropic client (translated as the chunks flow), in one run. cpu-µs/stream is the whole process's CPU (client, relay and model server alike), so
+// the ratio of the two rows is what translation adds to a stream's cost.
+func BenchmarkStreamTranslation(b *testing.B) {
+	var chunks []string
+	chunks = append(chunks, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n")
+	for i := 0; i < 200; i++ {
+		chunks = append(chunks, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" token\"},\"finish_reason\":null}]}\n\n")
+	}
+	chunks = append(chunks, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":200}}\n\ndata: [DONE]\n\n")
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, c := range chunks {
+			io.WriteString(w, c)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer backend.Close()
+	srv, err := relay.New(relay.Options{Backends: []relay.Backend{{Name: "b", URL: backend.URL, Models: []string{"m"},
+		Dialects: []relay.Dialect{relay.OpenAI}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	front := httptest.NewServer(srv.Handler())
+	defer front.Close()
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for _, c := range []struct{ name, path, body string }{
+		{"pass-through", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"translated", "/v1/messages", `{"model":"m","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := cpuTime()
+			for b.Loop() {
+				resp, err := client.Post(front.URL+c.path, "application/json", strings.NewReader(c.body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-µs/stream")
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

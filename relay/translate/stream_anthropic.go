@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+
+	"github.com/valyala/fastjson"
 )
 
 // Stream translates one server-sent-event stream as its bytes arrive.
@@ -45,7 +47,8 @@ type anthropicStream struct {
 	tool    int // OpenAI index of the open tool call
 	stop    string
 	usage   Usage
-	chunk   openAIChunk
+	parser  fastjson.Parser // reused: parsing a chunk allocates nothing once warm
+	val     []byte          // scratch for one delta's JSON text
 }
 
 // NewAnthropicStream translates an OpenAI chat completion stream for an Anthropic client that
@@ -53,32 +56,6 @@ type anthropicStream struct {
 func NewAnthropicStream(model string) Stream {
 	m, _ := json.Marshal(model)
 	return &anthropicStream{model: m}
-}
-
-type openAIChunk struct {
-	ID      string `json:"id"`
-	Choices []struct {
-		Delta struct {
-			Content          json.RawMessage `json:"content"`
-			ReasoningContent json.RawMessage `json:"reasoning_content"`
-			Reasoning        json.RawMessage `json:"reasoning"`
-			ToolCalls        []struct {
-				Index    int    `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string          `json:"name"`
-					Arguments json.RawMessage `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *openAIUsage  `json:"usage"`
-	Error *errorPayload `json:"error"`
-}
-
-type errorPayload struct {
-	Message string `json:"message"`
 }
 
 func (s *anthropicStream) Usage() Usage { return s.usage }
@@ -101,54 +78,71 @@ func (s *anthropicStream) event(_, data []byte) error {
 		s.finish()
 		return nil
 	}
-	c := &s.chunk
-	*c = openAIChunk{}
-	if err := json.Unmarshal(data, c); err != nil {
+	c, err := s.parser.ParseBytes(data)
+	if err != nil || c.Type() != fastjson.TypeObject {
 		return nil // not a chunk (a stray line); nothing to relay
 	}
-	if c.Error != nil {
-		s.fail(c.Error.Message)
+	if e := c.Get("error"); e != nil && e.Type() != fastjson.TypeNull {
+		msg := e.GetStringBytes("message")
+		if e.Type() == fastjson.TypeString {
+			msg, _ = e.StringBytes()
+		}
+		s.fail(string(msg))
 		return nil
 	}
-	s.start(c.ID)
-	if c.Usage != nil {
-		s.usage = Usage{c.Usage.PromptTokens, c.Usage.CompletionTokens}
+	s.start(c.GetStringBytes("id"))
+	if u := c.Get("usage"); u != nil && u.Type() == fastjson.TypeObject {
+		s.usage = Usage{u.GetInt("prompt_tokens"), u.GetInt("completion_tokens")}
 	}
-	for i := range c.Choices {
-		ch := &c.Choices[i]
-		d := &ch.Delta
-		if isText(d.ReasoningContent) {
-			s.delta(blockThinking, -1, "", "", `"thinking_delta","thinking":`, d.ReasoningContent)
+	for _, ch := range c.GetArray("choices") {
+		if d := ch.Get("delta"); d != nil {
+			if t := s.text(d.Get("reasoning_content")); t != nil {
+				s.delta(blockThinking, -1, nil, nil, `"thinking_delta","thinking":`, t)
+			}
+			if t := s.text(d.Get("reasoning")); t != nil {
+				s.delta(blockThinking, -1, nil, nil, `"thinking_delta","thinking":`, t)
+			}
+			if t := s.text(d.Get("content")); t != nil {
+				s.delta(blockText, -1, nil, nil, `"text_delta","text":`, t)
+			}
+			for _, tc := range d.GetArray("tool_calls") {
+				s.delta(blockTool, tc.GetInt("index"), tc.GetStringBytes("id"), tc.GetStringBytes("function", "name"),
+					`"input_json_delta","partial_json":`, s.text(tc.Get("function", "arguments")))
+			}
 		}
-		if isText(d.Reasoning) {
-			s.delta(blockThinking, -1, "", "", `"thinking_delta","thinking":`, d.Reasoning)
-		}
-		if isText(d.Content) {
-			s.delta(blockText, -1, "", "", `"text_delta","text":`, d.Content)
-		}
-		for _, tc := range d.ToolCalls {
-			s.delta(blockTool, tc.Index, tc.ID, tc.Function.Name, `"input_json_delta","partial_json":`, tc.Function.Arguments)
-		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			s.stop = stopReason(*ch.FinishReason)
+		if finish := ch.GetStringBytes("finish_reason"); len(finish) > 0 {
+			s.stop = stopReason(string(finish))
 			s.closeBlock()
 		}
 	}
 	return nil
 }
 
-// isText reports whether raw is a non-empty JSON string.
-func isText(raw json.RawMessage) bool {
-	return len(raw) > 2 && raw[0] == '"'
+// text is v as JSON text when it is a non-empty string, else nil. The bytes are valid until
+// the next call.
+func (s *anthropicStream) text(v *fastjson.Value) []byte {
+	s.val = jsonText(s.val, v)
+	return s.val
+}
+
+// jsonText is v as JSON text, written over scratch, when v is a non-empty string; else nil.
+func jsonText(scratch []byte, v *fastjson.Value) []byte {
+	if v == nil || v.Type() != fastjson.TypeString {
+		return nil
+	}
+	if b, _ := v.StringBytes(); len(b) == 0 {
+		return nil
+	}
+	return v.MarshalTo(scratch[:0])
 }
 
 // start sends message_start before anything else.
-func (s *anthropicStream) start(id string) {
+func (s *anthropicStream) start(id []byte) {
 	if s.started {
 		return
 	}
 	s.started = true
-	idJSON, _ := json.Marshal("msg_" + id)
+	idJSON, _ := json.Marshal("msg_" + string(id))
 	s.out = append(s.out, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"...)
 	s.out = append(s.out, idJSON...)
 	s.out = append(s.out, `,"type":"message","role":"assistant","model":`...)
@@ -160,12 +154,12 @@ func (s *anthropicStream) start(id string) {
 
 // delta appends one content_block_delta, opening the block it belongs to first (and closing
 // the open one when it is of another kind, or another tool call). value is a JSON string.
-func (s *anthropicStream) delta(kind blockKind, tool int, id, name, head string, value json.RawMessage) {
+func (s *anthropicStream) delta(kind blockKind, tool int, id, name []byte, head string, value []byte) {
 	if s.open != kind || (kind == blockTool && s.tool != tool) {
 		s.closeBlock()
 		s.openBlock(kind, tool, id, name)
 	}
-	if !isText(value) {
+	if value == nil {
 		return // a tool call's first delta often carries only its id and name
 	}
 	s.out = append(s.out, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
@@ -176,7 +170,7 @@ func (s *anthropicStream) delta(kind blockKind, tool int, id, name, head string,
 	s.out = append(s.out, "}}\n\n"...)
 }
 
-func (s *anthropicStream) openBlock(kind blockKind, tool int, id, name string) {
+func (s *anthropicStream) openBlock(kind blockKind, tool int, id, name []byte) {
 	s.out = append(s.out, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"...)
 	s.out = strconv.AppendInt(s.out, int64(s.blocks), 10)
 	switch kind {
@@ -185,11 +179,11 @@ func (s *anthropicStream) openBlock(kind blockKind, tool int, id, name string) {
 	case blockThinking:
 		s.out = append(s.out, `,"content_block":{"type":"thinking","thinking":""}}`...)
 	case blockTool:
-		if id == "" {
-			id = "toolu_" + strconv.Itoa(s.blocks)
+		if len(id) == 0 {
+			id = strconv.AppendInt([]byte("toolu_"), int64(s.blocks), 10)
 		}
-		idJSON, _ := json.Marshal(id)
-		nameJSON, _ := json.Marshal(name)
+		idJSON, _ := json.Marshal(string(id))
+		nameJSON, _ := json.Marshal(string(name))
 		s.out = append(s.out, `,"content_block":{"type":"tool_use","id":`...)
 		s.out = append(s.out, idJSON...)
 		s.out = append(s.out, `,"name":`...)
@@ -214,7 +208,7 @@ func (s *anthropicStream) closeBlock() {
 
 // finish sends the closing events: message_delta (stop reason, usage) and message_stop.
 func (s *anthropicStream) finish() {
-	s.start("")
+	s.start(nil)
 	s.closeBlock()
 	stop := s.stop
 	if stop == "" {

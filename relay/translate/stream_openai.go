@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/valyala/fastjson"
 )
 
 // openAIStream turns Anthropic message events into OpenAI chat.completion.chunk events: a
@@ -23,7 +25,8 @@ type openAIStream struct {
 	tools        map[int]int // Anthropic block index -> OpenAI tool call index
 	finish       string
 	usage        Usage
-	ev           anthropicEvent
+	parser       fastjson.Parser // reused: parsing an event allocates nothing once warm
+	val          []byte          // scratch for one delta's JSON text
 }
 
 // NewOpenAIStream translates an Anthropic message stream for an OpenAI client that asked for
@@ -32,32 +35,8 @@ func NewOpenAIStream(model string, includeUsage bool) Stream {
 	return &openAIStream{model: model, includeUsage: includeUsage}
 }
 
-type anthropicEvent struct {
-	Type    string `json:"type"`
-	Index   int    `json:"index"`
-	Message *struct {
-		ID    string          `json:"id"`
-		Usage *anthropicUsage `json:"usage"`
-	} `json:"message"`
-	ContentBlock *struct {
-		Type string          `json:"type"`
-		ID   string          `json:"id"`
-		Name string          `json:"name"`
-		Text json.RawMessage `json:"text"`
-	} `json:"content_block"`
-	Delta *struct {
-		Type        string          `json:"type"`
-		Text        json.RawMessage `json:"text"`
-		Thinking    json.RawMessage `json:"thinking"`
-		PartialJSON json.RawMessage `json:"partial_json"`
-		StopReason  string          `json:"stop_reason"`
-	} `json:"delta"`
-	Usage *anthropicUsage `json:"usage"`
-	Error *struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
+// maxToolCalls bounds the tool calls one translated stream tracks; later ones are dropped.
+const maxToolCalls = 1024
 
 func (s *openAIStream) Usage() Usage { return s.usage }
 
@@ -74,69 +53,68 @@ func (s *openAIStream) event(_, data []byte) error {
 	if s.done {
 		return nil
 	}
-	e := &s.ev
-	*e = anthropicEvent{}
-	if json.Unmarshal(bytes.TrimSpace(data), e) != nil {
+	e, err := s.parser.ParseBytes(bytes.TrimSpace(data))
+	if err != nil || e.Type() != fastjson.TypeObject {
 		return nil
 	}
-	switch e.Type {
+	index := e.GetInt("index")
+	switch string(e.GetStringBytes("type")) {
 	case "message_start":
-		id := ""
-		if e.Message != nil {
-			id = e.Message.ID
-			if u := e.Message.Usage; u != nil {
-				s.usage = Usage{u.InputTokens, u.OutputTokens}
-			}
+		if u := e.Get("message", "usage"); u != nil {
+			s.usage = Usage{u.GetInt("input_tokens"), u.GetInt("output_tokens")}
 		}
-		s.start(id)
+		s.start(string(e.GetStringBytes("message", "id")))
 	case "content_block_start":
 		s.start("")
-		if b := e.ContentBlock; b != nil {
-			switch b.Type {
-			case "tool_use":
-				if s.tools == nil {
-					s.tools = map[int]int{}
-				}
-				n := len(s.tools)
-				s.tools[e.Index] = n
-				id, _ := json.Marshal(b.ID)
-				name, _ := json.Marshal(b.Name)
-				s.chunk(`{"tool_calls":[{"index":` + strconv.Itoa(n) + `,"id":` + string(id) +
-					`,"type":"function","function":{"name":` + string(name) + `,"arguments":""}}]}`)
-			case "text":
-				if isText(b.Text) {
-					s.deltaChunk(`{"content":`, b.Text, `}`)
-				}
+		b := e.Get("content_block")
+		switch string(b.GetStringBytes("type")) {
+		case "tool_use":
+			if len(s.tools) >= maxToolCalls {
+				return nil
+			}
+			if s.tools == nil {
+				s.tools = map[int]int{}
+			}
+			n := len(s.tools)
+			s.tools[index] = n
+			id, _ := json.Marshal(string(b.GetStringBytes("id")))
+			name, _ := json.Marshal(string(b.GetStringBytes("name")))
+			s.chunk(`{"tool_calls":[{"index":` + strconv.Itoa(n) + `,"id":` + string(id) +
+				`,"type":"function","function":{"name":` + string(name) + `,"arguments":""}}]}`)
+		case "text":
+			if t := s.text(b.Get("text")); t != nil {
+				s.deltaChunk(`{"content":`, t, `}`)
 			}
 		}
 	case "content_block_delta":
 		s.start("")
-		if d := e.Delta; d != nil {
-			switch d.Type {
-			case "text_delta":
-				if isText(d.Text) {
-					s.deltaChunk(`{"content":`, d.Text, `}`)
-				}
-			case "thinking_delta":
-				if isText(d.Thinking) {
-					s.deltaChunk(`{"reasoning_content":`, d.Thinking, `}`)
-				}
-			case "input_json_delta":
-				if n, ok := s.tools[e.Index]; ok && isText(d.PartialJSON) {
-					s.deltaChunk(`{"tool_calls":[{"index":`+strconv.Itoa(n)+`,"function":{"arguments":`, d.PartialJSON, `}}]}`)
+		d := e.Get("delta")
+		switch string(d.GetStringBytes("type")) {
+		case "text_delta":
+			if t := s.text(d.Get("text")); t != nil {
+				s.deltaChunk(`{"content":`, t, `}`)
+			}
+		case "thinking_delta":
+			if t := s.text(d.Get("thinking")); t != nil {
+				s.deltaChunk(`{"reasoning_content":`, t, `}`)
+			}
+		case "input_json_delta":
+			if n, ok := s.tools[index]; ok {
+				if t := s.text(d.Get("partial_json")); t != nil {
+					s.deltaChunk(`{"tool_calls":[{"index":`+strconv.Itoa(n)+`,"function":{"arguments":`, t, `}}]}`)
 				}
 			}
 		}
 	case "message_delta":
 		s.start("")
-		if e.Usage != nil {
-			s.usage.OutputTokens = e.Usage.OutputTokens
-			if e.Usage.InputTokens > 0 {
-				s.usage.InputTokens = e.Usage.InputTokens
+		if u := e.Get("usage"); u != nil {
+			s.usage.OutputTokens = u.GetInt("output_tokens")
+			if in := u.GetInt("input_tokens"); in > 0 {
+				s.usage.InputTokens = in
 			}
 		}
-		if e.Delta != nil && e.Delta.StopReason != "" && s.finish == "" {
-			s.finish = finishReason(e.Delta.StopReason)
+		if stop := e.GetStringBytes("delta", "stop_reason"); len(stop) > 0 && s.finish == "" {
+			s.finish = finishReason(string(stop))
 			s.out = append(s.out, s.head...)
 			s.out = append(s.out, `"choices":[{"index":0,"delta":{},"finish_reason":"`...)
 			s.out = append(s.out, s.finish...)
@@ -145,13 +123,19 @@ func (s *openAIStream) event(_, data []byte) error {
 	case "message_stop":
 		s.end()
 	case "error":
-		msg := "the model server reported an error"
-		if e.Error != nil && e.Error.Message != "" {
-			msg = e.Error.Message
+		msg := string(e.GetStringBytes("error", "message"))
+		if msg == "" {
+			msg = "the model server reported an error"
 		}
 		s.fail(msg)
 	}
 	return nil
+}
+
+// text is v as JSON text when it is a non-empty string, else nil; valid until the next call.
+func (s *openAIStream) text(v *fastjson.Value) []byte {
+	s.val = jsonText(s.val, v)
+	return s.val
 }
 
 func (s *openAIStream) start(id string) {
