@@ -254,7 +254,7 @@ func (s *Server) prepare(req *Request, out *responder, translated bool) error {
 	}
 	out.conv = nil
 	if translated {
-		out.conv = newConversion(req)
+		out.conv = newConversion(req, s.log)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -147,6 +148,7 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 // conversion turns one target's answer, in the other family, into the client's family. A
 // stream is translated as its bytes arrive; a JSON answer is held (bounded) until it is whole.
 type conversion struct {
+	log    *slog.Logger // with the request id
 	route  route
 	meta   translate.Request
 	stream translate.Stream // set once a 2xx event stream started
@@ -157,8 +159,8 @@ type conversion struct {
 	over   bool // the held answer outgrew its bound
 }
 
-func newConversion(req *Request) *conversion {
-	return &conversion{route: req.route, meta: req.meta}
+func newConversion(req *Request, log *slog.Logger) *conversion {
+	return &conversion{log: log.With("request_id", req.ID), route: req.route, meta: req.meta}
 }
 
 // toAnthropic reports whether the client speaks Anthropic (the target then speaks OpenAI).
@@ -222,7 +224,12 @@ func (c *conversion) answer(native []byte) (status int, body []byte, estimated b
 		return 0, nil, false, errUpstream("answer too large to translate")
 	}
 	if c.toAnthropic() {
-		body, _, _, err = translate.OpenAIResponseToAnthropic(c.body, c.meta.Model)
+		var bad []translate.Unparseable
+		body, _, bad, err = translate.OpenAIResponseToAnthropic(c.body, c.meta.Model)
+		for _, u := range bad {
+			c.log.Warn("tool call arguments are not JSON; the client got input {}", "tool", u.Tool,
+				"arguments", u.Arguments[:min(len(u.Arguments), 512)])
+		}
 	} else {
 		body, _, err = translate.AnthropicResponseToOpenAI(c.body, c.meta.Model)
 	}

@@ -68,6 +68,7 @@ type imageSource struct {
 }
 
 type anthropicTool struct {
+	Type        string          `json:"type,omitempty"` // "" or "custom"; others are server tools
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema,omitempty"`
@@ -182,6 +183,9 @@ func anthropicToOpenAI(in *anthropicRequest) (*openAIRequest, error) {
 		out.Messages = append(out.Messages, msgs...)
 	}
 	for _, t := range in.Tools {
+		if t.Type != "" && t.Type != "custom" {
+			continue // a server tool (web search, code execution): the model server has none
+		}
 		var ot openAITool
 		ot.Type = "function"
 		ot.Function.Name, ot.Function.Description = t.Name, t.Description
