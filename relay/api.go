@@ -252,7 +252,7 @@ func (s *Server) prepare(req *Request, out *responder, translated bool) error {
 	if err := s.dress(req, translated); err != nil {
 		return err
 	}
-	out.conv = nil
+	out.conv, out.length = nil, -1
 	if translated {
 		out.conv = newConversion(req, s.log)
 	}

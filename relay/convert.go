@@ -121,7 +121,6 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 	// The relay reads the answer: it must come unencoded, and the body's length has changed.
 	h.Del("Accept-Encoding")
 	h.Del("Content-Length")
-	h.Del("Idempotency-Key")
 	if req.Dialect == Anthropic {
 		if key := h.Get("X-Api-Key"); key != "" && h.Get("Authorization") == "" {
 			h.Set("Authorization", "Bearer "+key)
