@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -392,4 +393,40 @@ func shrinkJSON(b []byte) []byte {
 	}
 	out, _ := json.Marshal(cut(v))
 	return out
+}
+
+// On a circuit's host an Anthropic client is translated after one refused probe of the replica,
+// and a route with no counterpart in the other family (embeddings) gets the replica's own 404.
+func TestE2ECircuitReplicaTranslates(t *testing.T) {
+	t.Parallel()
+	fake := newFakeModel(t, "openai")
+	_, port, _ := strings.Cut(strings.TrimPrefix(fake.url, "http://"), ":")
+	c := newCircuit("tr", route{port: atoi(t, port)})
+	c.public = true
+	e := startE2E(t, e2eOptions{circuits: jsonList(c.json())})
+	host := circuitHost("tr")
+	e.waitServing(host, nil)
+	for i := 0; i < 2; i++ {
+		st, h, b := e.do("POST", host, "/v1/messages", withJSON(nil), []byte(`{"model":"any","max_tokens":16,"messages":[{"role":"user","content":"Say hello."}]}`))
+		if st != 200 || h.Get("X-Modelrelay-Translated") != "anthropic->openai" || !strings.Contains(string(b), "Hello from the openai-only fake.") {
+			t.Fatalf("request %d: %d %v %s", i, st, h, b)
+		}
+	}
+	if n := len(fake.callsTo("/v1/messages")); n != 1 {
+		t.Errorf("%d probes of /v1/messages, want 1", n)
+	}
+	before := len(fake.calls())
+	st, h, b := e.do("POST", host, "/v1/embeddings", withJSON(nil), []byte(`{"model":"any","input":"x"}`))
+	if st != 404 || h.Get("X-Modelrelay-Translated") != "" || len(fake.calls()) != before+1 {
+		t.Errorf("untranslatable route: %d %v %s (%d calls)", st, h, b, len(fake.calls())-before)
+	}
+}
+
+func atoi(t testing.TB, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
