@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -20,7 +21,7 @@ type fakeModel struct {
 	family string // "openai" or "anthropic"
 	url    string
 	// tokenize answers POST /tokenize (vLLM's shape); without it /tokenize is a 404.
-	tokenize bool
+	tokenize atomic.Bool
 	// readFile is the path a "read the file" prompt makes the fake ask Claude Code's Read tool for.
 	readFile string
 
@@ -50,9 +51,13 @@ func (w *tee) Write(p []byte) (int, error) {
 
 func (w *tee) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 
-func newFakeModel(t testing.TB, family string) *fakeModel {
+// newFakeModel starts a fake of one family; readFile, when given, is set before it serves.
+func newFakeModel(t testing.TB, family string, readFile ...string) *fakeModel {
 	t.Helper()
 	f := &fakeModel{family: family}
+	if len(readFile) > 0 {
+		f.readFile = readFile[0]
+	}
 	srv := httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
@@ -116,7 +121,7 @@ func (f *fakeModel) serve(rw http.ResponseWriter, r *http.Request) {
 		} else {
 			f.answerAnthropic(w, body, reply)
 		}
-	case r.Method == http.MethodPost && r.URL.Path == "/tokenize" && f.tokenize && f.family == "openai":
+	case r.Method == http.MethodPost && r.URL.Path == "/tokenize" && f.tokenize.Load() && f.family == "openai":
 		record(r, body, 200)
 		msgs, _ := json.Marshal(body["messages"])
 		fmt.Fprintf(w, `{"count":%d,"max_model_len":32768,"tokens":[]}`, len(msgs)/3)

@@ -105,25 +105,31 @@ func waitModel(t testing.TB, addr, model string) {
 	})
 }
 
-func TestE2EAnthropicSDKOnOpenAIOnlyTargets(t *testing.T) {
-	t.Parallel()
-	static := newFakeModel(t, "openai")
-	static.tokenize = true
-	behindWorker := newFakeModel(t, "openai")
-	addr := startStandalone(t, fmt.Sprintf(`worker_secret: tr-secret
-backends:
-  - name: oai-static
-    url: %s
-    models: [static-m]
-    dialects: [openai]
-`, static.url))
+// fakeTarget is a fake model server and the model the relay serves it as.
+type fakeTarget struct {
+	model string
+	fake  *fakeModel
+}
+
+// twoTargets runs the real binary with two fakes of one family: a static backend (serving
+// static-m, with the given dialects line, "" = auto) and one behind the real worker daemon
+// (worker-m, always auto).
+func twoTargets(t *testing.T, family, dialects string) (string, []fakeTarget) {
+	static, behindWorker := newFakeModel(t, family), newFakeModel(t, family)
+	addr := startStandalone(t, fmt.Sprintf("worker_secret: tr-secret\nbackends:\n  - name: static\n    url: %s\n    models: [static-m]\n%s",
+		static.url, dialects))
 	startWorkerDaemon(t, addr, "tr-secret", behindWorker.url, "worker-m")
 	waitModel(t, addr, "worker-m")
+	return addr, []fakeTarget{{"static-m", static}, {"worker-m", behindWorker}}
+}
 
-	for _, tc := range []struct {
-		model string
-		fake  *fakeModel
-	}{{"static-m", static}, {"worker-m", behindWorker}} {
+func TestE2EAnthropicSDKOnOpenAIOnlyTargets(t *testing.T) {
+	t.Parallel()
+	addr, targets := twoTargets(t, "openai", "    dialects: [openai]\n")
+	static, behindWorker := targets[0].fake, targets[1].fake
+	static.tokenize.Store(true)
+
+	for _, tc := range targets {
 		summary := runNode(t, "anthropic_sdk.mjs", map[string]string{"RELAY_URL": "http://" + addr, "MODEL": tc.model})
 		t.Logf("%s: %v", tc.model, summary)
 		calls := tc.fake.callsTo("/v1/chat/completions")
@@ -200,21 +206,10 @@ backends:
 
 func TestE2EOpenAISDKOnAnthropicOnlyTargets(t *testing.T) {
 	t.Parallel()
-	static := newFakeModel(t, "anthropic")
-	behindWorker := newFakeModel(t, "anthropic")
-	addr := startStandalone(t, fmt.Sprintf(`worker_secret: tr-secret
-backends:
-  - name: ant-static
-    url: %s
-    models: [static-m]
-`, static.url))
-	startWorkerDaemon(t, addr, "tr-secret", behindWorker.url, "worker-m")
-	waitModel(t, addr, "worker-m")
+	addr, targets := twoTargets(t, "anthropic", "")
+	static, behindWorker := targets[0].fake, targets[1].fake
 
-	for _, tc := range []struct {
-		model string
-		fake  *fakeModel
-	}{{"static-m", static}, {"worker-m", behindWorker}} {
+	for _, tc := range targets {
 		summary := runNode(t, "openai_sdk.mjs", map[string]string{"RELAY_URL": "http://" + addr, "MODEL": tc.model})
 		t.Logf("%s: %v", tc.model, summary)
 		calls := tc.fake.callsTo("/v1/messages")
@@ -263,8 +258,7 @@ func TestE2EClaudeCodeOnAnOpenAIOnlyModelServer(t *testing.T) {
 	if err := os.WriteFile(notes, []byte("The secret word is "+nonce+".\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fake := newFakeModel(t, "openai")
-	fake.readFile = notes
+	fake := newFakeModel(t, "openai", notes)
 	addr := startStandalone(t, fmt.Sprintf(`backends:
   - name: llama
     url: %s
