@@ -123,6 +123,19 @@ func twoTargets(t *testing.T, family, dialects string) (string, []fakeTarget) {
 	return addr, []fakeTarget{{"static-m", static}, {"worker-m", behindWorker}}
 }
 
+// runSDK runs an SDK script against the relay at addr for tc's model and returns the calls
+// its fake got on path (the script makes at least seven).
+func (tc fakeTarget) runSDK(t *testing.T, script, addr, path string) []fakeCall {
+	t.Helper()
+	summary := runNode(t, script, map[string]string{"RELAY_URL": "http://" + addr, "MODEL": tc.model})
+	t.Logf("%s: %v", tc.model, summary)
+	calls := tc.fake.callsTo(path)
+	if len(calls) < 7 {
+		t.Fatalf("%s: the fake got %d calls on %s", tc.model, len(calls), path)
+	}
+	return calls
+}
+
 func TestE2EAnthropicSDKOnOpenAIOnlyTargets(t *testing.T) {
 	t.Parallel()
 	addr, targets := twoTargets(t, "openai", "    dialects: [openai]\n")
@@ -130,12 +143,7 @@ func TestE2EAnthropicSDKOnOpenAIOnlyTargets(t *testing.T) {
 	static.tokenize.Store(true)
 
 	for _, tc := range targets {
-		summary := runNode(t, "anthropic_sdk.mjs", map[string]string{"RELAY_URL": "http://" + addr, "MODEL": tc.model})
-		t.Logf("%s: %v", tc.model, summary)
-		calls := tc.fake.callsTo("/v1/chat/completions")
-		if len(calls) < 7 {
-			t.Fatalf("%s: the fake got %d chat calls", tc.model, len(calls))
-		}
+		calls := tc.runSDK(t, "anthropic_sdk.mjs", addr, "/v1/chat/completions")
 		for _, c := range calls {
 			if got := c.Header.Get("Authorization"); got != "Bearer sk-ant-test" {
 				t.Errorf("%s: the key reached the OpenAI target as Authorization %q", tc.model, got)
@@ -210,12 +218,7 @@ func TestE2EOpenAISDKOnAnthropicOnlyTargets(t *testing.T) {
 	static, behindWorker := targets[0].fake, targets[1].fake
 
 	for _, tc := range targets {
-		summary := runNode(t, "openai_sdk.mjs", map[string]string{"RELAY_URL": "http://" + addr, "MODEL": tc.model})
-		t.Logf("%s: %v", tc.model, summary)
-		calls := tc.fake.callsTo("/v1/messages")
-		if len(calls) < 7 {
-			t.Fatalf("%s: the fake got %d messages calls", tc.model, len(calls))
-		}
+		calls := tc.runSDK(t, "openai_sdk.mjs", addr, "/v1/messages")
 		for _, c := range calls {
 			if c.Status != 200 && c.Status != 400 {
 				t.Errorf("%s: the fake answered %d to %v", tc.model, c.Status, c.Body)
