@@ -17,7 +17,7 @@ import (
 // heartbeat timeouts, the session's reader waits on that client; the worker kept talking the
 // whole time, so it must not be closed for silence (which would cut the stream short).
 func TestSlowClientDoesNotLookLikeASilentWorker(t *testing.T) {
-	_, ts := startServer(t, relay.Options{Timings: relay.Timings{HeartbeatInterval: time.Hour, HeartbeatTimeout: 300 * time.Millisecond}})
+	_, ts := startServer(t, relay.Options{Timings: relay.Timings{HeartbeatInterval: time.Hour, HeartbeatTimeout: 500 * time.Millisecond}})
 	w := connectWorker(t, ts, registerFrame("w", []string{"m"}, 2))
 
 	// A client with a tiny receive buffer that does not read for a while, so the server's
@@ -55,7 +55,7 @@ func TestSlowClientDoesNotLookLikeASilentWorker(t *testing.T) {
 	if resp == nil {
 		t.FailNow()
 	}
-	time.Sleep(time.Second) // the client stalls for three heartbeat timeouts
+	time.Sleep(1500 * time.Millisecond) // the client stalls for three heartbeat timeouts
 	got, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if n := strings.Count(string(got), chunk); n != chunks || err != nil {
