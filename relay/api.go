@@ -174,7 +174,7 @@ func (s *Server) run(clientCtx context.Context, req *Request, pool *Pool, out *r
 		release := func() { once.Do(func() { pool.release(m) }) }
 		err = s.attempt(ctx, req, m, out, release)
 		if err == nil {
-			if err = out.finish(req.nativeBody()); err == nil {
+			if err = out.finish(); err == nil {
 				return
 			}
 		}
@@ -229,7 +229,7 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *resp
 		return err
 	}
 	if req.route != routeCountTokens {
-		m.speech.learn(req.Dialect, false, time.Now())
+		m.speech.heardRefuses(req.Dialect, time.Now())
 	}
 	s.log.Debug("target refused the route's API family; replaying translated", "request_id", req.ID,
 		"target", m.id, "route", req.nativePath(), "status", refusal.status)

@@ -3,10 +3,8 @@ package relay
 import (
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 
-	"modelrelay/protocol"
 	"modelrelay/relay/translate"
 )
 
@@ -49,11 +47,13 @@ const maxTranslatedBody = 32 << 20
 // maxErrorBody bounds the part of an error answer read for its message.
 const maxErrorBody = 64 << 10
 
-// wire is what a target receives of a request: its path, body and headers.
+// wire is what a target receives of a request: its path, body and headers; for a translated
+// one also what mapping its answer back needs.
 type wire struct {
 	path   string
 	body   []byte
 	header http.Header
+	meta   translate.Request
 }
 
 // dress makes req what a target receives: translated (for a target of the other family) or as
@@ -63,7 +63,7 @@ func (s *Server) dress(req *Request, translated bool) error {
 		return nil // never translated: req is as the client sent it
 	}
 	if req.native == nil {
-		req.native = &wire{req.Path, req.Body, req.Header}
+		req.native = &wire{path: req.Path, body: req.Body, header: req.Header}
 	}
 	w := req.native
 	if translated {
@@ -88,15 +88,7 @@ func (req *Request) nativePath() string {
 	return req.Path
 }
 
-// nativeBody is the body as the client sent it.
-func (req *Request) nativeBody() []byte {
-	if req.native != nil {
-		return req.native.body
-	}
-	return req.Body
-}
-
-// foreignWire translates req for a target of the other family. The query string is dropped
+// foreignWire translates req for a target of the other family (req.native is set). The query string is dropped
 // (it belonged to the client's family) and so are the other family's own headers; the
 // client's credential moves to where that family carries it.
 func (s *Server) foreignWire(req *Request) (*wire, error) {
@@ -106,13 +98,13 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 	switch req.route {
 	case routeMessages:
 		w.path = "/v1/chat/completions"
-		w.body, req.meta, err = translate.AnthropicToOpenAI(n.body)
+		w.body, w.meta, err = translate.AnthropicToOpenAI(n.body)
 	case routeCountTokens:
 		w.path = "/tokenize"
 		w.body, err = translate.TokenizeRequest(n.body)
 	case routeChat:
 		w.path = "/v1/messages"
-		w.body, req.meta, err = translate.OpenAIToAnthropic(n.body, s.opts.DefaultMaxTokens)
+		w.body, w.meta, err = translate.OpenAIToAnthropic(n.body, s.opts.DefaultMaxTokens)
 	}
 	if err != nil {
 		return nil, &relayError{http.StatusBadRequest, err.Error(), "invalid_request_error"}
@@ -147,19 +139,19 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 // conversion turns one target's answer, in the other family, into the client's family. A
 // stream is translated as its bytes arrive; a JSON answer is held (bounded) until it is whole.
 type conversion struct {
-	log    *slog.Logger // with the request id
-	route  route
-	meta   translate.Request
-	stream translate.Stream // set once a 2xx event stream started
-	status int              // of a held answer
-	header http.Header      // of a held answer
-	body   []byte           // the held answer so far
-	limit  int
-	over   bool // the held answer outgrew its bound
+	log        *slog.Logger
+	id         string // the request's, for log lines
+	route      route
+	meta       translate.Request
+	stream     translate.Stream // set once a 2xx event stream started
+	heldAnswer                  // an answer that is not a stream, held until it is whole
+	native     []byte           // the client's own request (count_tokens estimates from it)
 }
 
+// newConversion converts the answer to req, dressed translated.
 func newConversion(req *Request, log *slog.Logger) *conversion {
-	return &conversion{log: log.With("request_id", req.ID), route: req.route, meta: req.meta}
+	return &conversion{log: log, id: req.ID, route: req.route, meta: req.foreign.meta,
+		native: req.native.body}
 }
 
 // toAnthropic reports whether the client speaks Anthropic (the target then speaks OpenAI).
@@ -185,32 +177,28 @@ func (c *conversion) startStream() {
 func (c *conversion) refused() bool { return c.stream == nil && refusesDialect(c.status) }
 
 // hold starts holding an answer that is not a stream.
-func (c *conversion) hold(status int, h http.Header) {
-	c.status, c.header = status, h
-	c.limit = maxTranslatedBody
-	if status < 200 || status > 299 {
-		c.limit = maxErrorBody
-	}
-}
+func (c *conversion) hold(status int, h http.Header) { c.status, c.header = status, h }
 
-func (c *conversion) add(b []byte) {
-	if room := c.limit - len(c.body); len(b) > room {
-		b = b[:max(room, 0)]
-		c.over = true
+// keep holds more of the answer: a whole one up to maxTranslatedBody, an error's first
+// maxErrorBody bytes (enough for its message).
+func (c *conversion) keep(b []byte) {
+	limit := maxTranslatedBody
+	if !success(c.status) {
+		limit = maxErrorBody
 	}
-	c.body = append(c.body, b...)
+	c.add(b, limit)
 }
 
 // answer is the client's answer for a held one: status, body and whether the body is the
 // marked token estimate.
-func (c *conversion) answer(native []byte) (status int, body []byte, estimated bool, err error) {
-	ok := c.status >= 200 && c.status <= 299
+func (c *conversion) answer() (status int, body []byte, estimated bool, err error) {
+	ok := success(c.status)
 	if c.route == routeCountTokens {
 		// /tokenize counted, or the target has none (or answered nonsense): estimate.
 		if n, counted := translate.TokenizeCount(c.body); ok && !c.over && counted {
 			return http.StatusOK, translate.CountTokensAnswer(n), false, nil
 		}
-		n, err := translate.EstimateTokens(native)
+		n, err := translate.EstimateTokens(c.native)
 		if err != nil {
 			return 0, nil, false, err
 		}
@@ -226,7 +214,7 @@ func (c *conversion) answer(native []byte) (status int, body []byte, estimated b
 		var bad []translate.Unparseable
 		body, _, bad, err = translate.OpenAIResponseToAnthropic(c.body, c.meta.Model)
 		for _, u := range bad {
-			c.log.Warn("tool call arguments are not JSON; the client got input {}", "tool", u.Tool,
+			c.log.Warn("tool call arguments are not JSON; the client got input {}", "request_id", c.id, "tool", u.Tool,
 				"arguments", u.Arguments[:min(len(u.Arguments), 512)])
 		}
 	} else {
@@ -241,17 +229,10 @@ func (c *conversion) answer(native []byte) (status int, body []byte, estimated b
 // copyTranslatedHead copies the target's end-to-end headers that still hold after translation:
 // not its length, type or encoding, which the relay sets itself.
 func copyTranslatedHead(dst, src http.Header, name string) {
-	listed := protocol.ConnectionListed(src.Values("Connection"))
-	for k, v := range src {
-		switch k {
-		case "Content-Length", "Content-Type", "Content-Encoding":
-			continue
-		}
-		if protocol.EndToEnd(k, listed) {
-			dst[k] = v
-		}
-	}
+	copyEndToEnd(dst, src, func(k string) bool {
+		return k == "Content-Length" || k == "Content-Type" || k == "Content-Encoding"
+	})
 	dst.Set(translatedHeader, name)
 }
 
-func setLength(h http.Header, n int) { h.Set("Content-Length", strconv.Itoa(n)) }
+func success(status int) bool { return status >= 200 && status <= 299 }

@@ -12,14 +12,19 @@ import (
 // filterHeader returns the end-to-end subset of h, without the headers that name the client
 // (forwardHeaders sets those from what the relay can vouch for).
 func filterHeader(h http.Header) http.Header {
-	listed := protocol.ConnectionListed(h.Values("Connection"))
 	out := make(http.Header, len(h)+3)
-	for name, values := range h {
-		if protocol.EndToEnd(name, listed) && !namesClient(name) {
-			out[name] = values
+	copyEndToEnd(out, h, namesClient)
+	return out
+}
+
+// copyEndToEnd copies src's end-to-end headers into dst, except those skip names (nil: none).
+func copyEndToEnd(dst, src http.Header, skip func(name string) bool) {
+	listed := protocol.ConnectionListed(src.Values("Connection"))
+	for name, values := range src {
+		if protocol.EndToEnd(name, listed) && (skip == nil || !skip(name)) {
+			dst[name] = values
 		}
 	}
-	return out
 }
 
 // namesClient reports whether a request header claims who the client is or how it connected.

@@ -4,8 +4,6 @@ import (
 	"container/list"
 	"net/http"
 	"time"
-
-	"modelrelay/relay/translate"
 )
 
 // reqState is where a request is in its life. Transitions between queued and assigned happen
@@ -33,13 +31,12 @@ type Request struct {
 	stream       *streamedBody // pass-through: the client's body, streamed instead of Body
 	streamLength int64         // its announced length (-1 unknown)
 
-	// Translation: the route's counterpart in the other family, the request as the client
-	// sent it and as a target of the other family receives it (built on first need), and
-	// what the translated answer needs (see convert.go).
+	// Translation (see convert.go): the route's counterpart in the other family, the request
+	// as the client sent it and as a target of the other family receives it (built on first
+	// need).
 	route   route
 	native  *wire
 	foreign *wire
-	meta    translate.Request
 
 	arrival   time.Time
 	requeues  int

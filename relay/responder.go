@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"modelrelay/protocol"
 )
 
 // Gate states: whether the first byte or the request timeout won the race.
@@ -57,6 +55,16 @@ type heldAnswer struct {
 	status int
 	header http.Header
 	body   []byte
+	over   bool // more came than the bound add was given
+}
+
+// add keeps b, up to limit bytes of body in all.
+func (a *heldAnswer) add(b []byte, limit int) {
+	if room := limit - len(a.body); len(b) > room {
+		b = b[:max(room, 0)]
+		a.over = true
+	}
+	a.body = append(a.body, b...)
 }
 
 func newResponder(w http.ResponseWriter, d Dialect, maxStream int64, arrival time.Time) *responder {
@@ -90,7 +98,7 @@ func (o *responder) writeHead(status int, h http.Header) error {
 		return err
 	}
 	if o.conv != nil {
-		if status >= 200 && status <= 299 && strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
+		if success(status) && strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
 			o.startTranslatedStream(status, h)
 		} else {
 			o.held = true
@@ -102,12 +110,7 @@ func (o *responder) writeHead(status int, h http.Header) error {
 	if o.length >= 0 {
 		dst.Set("Content-Length", strconv.FormatInt(o.length, 10))
 	}
-	listed := protocol.ConnectionListed(h.Values("Connection"))
-	for name, values := range h {
-		if protocol.EndToEnd(name, listed) {
-			dst[name] = values
-		}
-	}
+	copyEndToEnd(dst, h, nil)
 	if _, ok := dst["Content-Type"]; !ok {
 		dst["Content-Type"] = nil // no sniffing: the client gets what the target sent
 	}
@@ -139,8 +142,8 @@ func (o *responder) startEventStream() error {
 
 // heard records, for a probe, that the target answered status to the untranslated route.
 func (o *responder) heard(status int) {
-	if o.learn != nil && status >= 200 && status <= 299 {
-		o.learn.learn(o.dialect, true, time.Now())
+	if o.learn != nil && success(status) {
+		o.learn.heardSpeaks(o.dialect, time.Now())
 		o.learn = nil
 	}
 }
@@ -166,12 +169,12 @@ func (o *responder) setLength(n int64) { o.length = n }
 // translated answer goes through its conversion first.
 func (o *responder) writeChunk(b []byte, flush bool) error {
 	if r := o.refusal; r != nil {
-		r.body = append(r.body, b[:min(len(b), maxErrorBody-len(r.body))]...)
+		r.add(b, maxErrorBody)
 		return nil
 	}
 	if c := o.conv; c != nil {
 		if c.stream == nil {
-			c.add(b)
+			c.keep(b)
 			return nil
 		}
 		out, err := c.stream.Write(b)
@@ -253,9 +256,8 @@ func (o *responder) writeHeld(a *heldAnswer) error {
 }
 
 // finish completes a translated answer once the target is done: the closing events of a
-// stream, or the whole translated body of a held answer. native is the client's own request
-// (the token estimate reads it).
-func (o *responder) finish(native []byte) error {
+// stream, or the whole translated body of a held answer.
+func (o *responder) finish() error {
 	c := o.conv
 	if c == nil {
 		return nil
@@ -269,14 +271,14 @@ func (o *responder) finish(native []byte) error {
 	if !o.held {
 		return nil
 	}
-	status, body, estimated, err := c.answer(native)
+	status, body, estimated, err := c.answer()
 	if err != nil {
 		return err
 	}
 	h := o.w.Header()
 	copyTranslatedHead(h, c.header, c.name())
 	h.Set("Content-Type", "application/json")
-	setLength(h, len(body))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	if estimated {
 		h.Set("X-Modelrelay-Estimated", "true")
 	}

@@ -67,17 +67,17 @@ func (s *speech) plan(d Dialect, r route, now time.Time) plan {
 	return planProbe
 }
 
-// learn records what an untranslated answer in dialect d said about the target.
-func (s *speech) learn(d Dialect, speaks bool, now time.Time) {
-	until := now.Add(rememberDialect).UnixNano()
-	if speaks {
-		s.refuses[d].Store(0)
-		if s.speaks[d].Load() < until {
-			s.speaks[d].Store(until)
-		}
-		return
+// heardSpeaks records a 2xx to an untranslated request in dialect d.
+func (s *speech) heardSpeaks(d Dialect, now time.Time) {
+	s.refuses[d].Store(0)
+	if until := now.Add(rememberDialect).UnixNano(); s.speaks[d].Load() < until {
+		s.speaks[d].Store(until) // (a seeded forever stays forever)
 	}
-	s.refuses[d].Store(until)
+}
+
+// heardRefuses records a 404, 405 or 501 to an untranslated request in dialect d.
+func (s *speech) heardRefuses(d Dialect, now time.Time) {
+	s.refuses[d].Store(now.Add(rememberDialect).UnixNano())
 }
 
 // forget drops a learned refusal of d: the translated replay was refused as well, so the

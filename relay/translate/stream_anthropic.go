@@ -48,7 +48,7 @@ type anthropicStream struct {
 	stop    string
 	usage   Usage
 	parser  fastjson.Parser // reused: parsing a chunk allocates nothing once warm
-	val     []byte          // scratch for one delta's JSON text
+	val     textBuf         // one delta's JSON text
 }
 
 // NewAnthropicStream translates an OpenAI chat completion stream for an Anthropic client that
@@ -96,18 +96,18 @@ func (s *anthropicStream) event(_, data []byte) error {
 	}
 	for _, ch := range c.GetArray("choices") {
 		if d := ch.Get("delta"); d != nil {
-			if t := s.text(d.Get("reasoning_content")); t != nil {
+			if t := s.val.text(d.Get("reasoning_content")); t != nil {
 				s.delta(blockThinking, -1, nil, nil, `"thinking_delta","thinking":`, t)
 			}
-			if t := s.text(d.Get("reasoning")); t != nil {
+			if t := s.val.text(d.Get("reasoning")); t != nil {
 				s.delta(blockThinking, -1, nil, nil, `"thinking_delta","thinking":`, t)
 			}
-			if t := s.text(d.Get("content")); t != nil {
+			if t := s.val.text(d.Get("content")); t != nil {
 				s.delta(blockText, -1, nil, nil, `"text_delta","text":`, t)
 			}
 			for _, tc := range d.GetArray("tool_calls") {
 				s.delta(blockTool, tc.GetInt("index"), tc.GetStringBytes("id"), tc.GetStringBytes("function", "name"),
-					`"input_json_delta","partial_json":`, s.text(tc.Get("function", "arguments")))
+					`"input_json_delta","partial_json":`, s.val.text(tc.Get("function", "arguments")))
 			}
 		}
 		if finish := ch.GetStringBytes("finish_reason"); len(finish) > 0 {
@@ -118,22 +118,19 @@ func (s *anthropicStream) event(_, data []byte) error {
 	return nil
 }
 
-// text is v as JSON text when it is a non-empty string, else nil. The bytes are valid until
-// the next call.
-func (s *anthropicStream) text(v *fastjson.Value) []byte {
-	s.val = jsonText(s.val, v)
-	return s.val
-}
+// textBuf turns parsed string values back into JSON text, reusing one buffer.
+type textBuf []byte
 
-// jsonText is v as JSON text, written over scratch, when v is a non-empty string; else nil.
-func jsonText(scratch []byte, v *fastjson.Value) []byte {
+// text is v as JSON text when it is a non-empty string, else nil; valid until the next call.
+func (b *textBuf) text(v *fastjson.Value) []byte {
 	if v == nil || v.Type() != fastjson.TypeString {
 		return nil
 	}
-	if b, _ := v.StringBytes(); len(b) == 0 {
+	if s, _ := v.StringBytes(); len(s) == 0 {
 		return nil
 	}
-	return v.MarshalTo(scratch[:0])
+	*b = v.MarshalTo((*b)[:0])
+	return *b
 }
 
 // start sends message_start before anything else.

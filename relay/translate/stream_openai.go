@@ -26,7 +26,7 @@ type openAIStream struct {
 	finish       string
 	usage        Usage
 	parser       fastjson.Parser // reused: parsing an event allocates nothing once warm
-	val          []byte          // scratch for one delta's JSON text
+	val          textBuf         // one delta's JSON text
 }
 
 // NewOpenAIStream translates an Anthropic message stream for an OpenAI client that asked for
@@ -82,7 +82,7 @@ func (s *openAIStream) event(_, data []byte) error {
 			s.chunk(`{"tool_calls":[{"index":` + strconv.Itoa(n) + `,"id":` + string(id) +
 				`,"type":"function","function":{"name":` + string(name) + `,"arguments":""}}]}`)
 		case "text":
-			if t := s.text(b.Get("text")); t != nil {
+			if t := s.val.text(b.Get("text")); t != nil {
 				s.deltaChunk(`{"content":`, t, `}`)
 			}
 		}
@@ -91,16 +91,16 @@ func (s *openAIStream) event(_, data []byte) error {
 		d := e.Get("delta")
 		switch string(d.GetStringBytes("type")) {
 		case "text_delta":
-			if t := s.text(d.Get("text")); t != nil {
+			if t := s.val.text(d.Get("text")); t != nil {
 				s.deltaChunk(`{"content":`, t, `}`)
 			}
 		case "thinking_delta":
-			if t := s.text(d.Get("thinking")); t != nil {
+			if t := s.val.text(d.Get("thinking")); t != nil {
 				s.deltaChunk(`{"reasoning_content":`, t, `}`)
 			}
 		case "input_json_delta":
 			if n, ok := s.tools[index]; ok {
-				if t := s.text(d.Get("partial_json")); t != nil {
+				if t := s.val.text(d.Get("partial_json")); t != nil {
 					s.deltaChunk(`{"tool_calls":[{"index":`+strconv.Itoa(n)+`,"function":{"arguments":`, t, `}}]}`)
 				}
 			}
@@ -130,12 +130,6 @@ func (s *openAIStream) event(_, data []byte) error {
 		s.fail(msg)
 	}
 	return nil
-}
-
-// text is v as JSON text when it is a non-empty string, else nil; valid until the next call.
-func (s *openAIStream) text(v *fastjson.Value) []byte {
-	s.val = jsonText(s.val, v)
-	return s.val
 }
 
 func (s *openAIStream) start(id string) {
