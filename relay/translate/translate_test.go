@@ -66,7 +66,13 @@ func TestOpenAIStreamToAnthropicEventOrder(t *testing.T) {
 		"data: [DONE]\n\n"
 	s := NewAnthropicStream("asked")
 	var out strings.Builder
+	// The second argument fragment, and the end of the call, come after this point; the first
+	// fragment must already be out (arguments are not held until the call ends).
+	secondFragment := strings.Index(in, `:1}`)
 	for i := range len(in) {
+		if i == secondFragment && !strings.Contains(out.String(), `"partial_json":"{\"a\""`) {
+			t.Fatalf("the first argument fragment was held back:\n%s", out.String())
+		}
 		b, err := s.Write([]byte{in[i]})
 		if err != nil {
 			t.Fatal(err)
