@@ -8,4 +8,7 @@ type Circuit struct {
 	OpenToPublic bool   // no credentials required (the allow-list still applies)
 	AllowList    AllowList
 	Pool         string // relay pool name, opaque here (for example "circuit:<id>")
+	// Model is the circuit's canonical model name (its replicas' first model, else its app
+	// name; "" when neither is known): it keys the fallback chain of a request on its host.
+	Model string
 }

@@ -53,8 +53,13 @@ func Plan(circuits []protocol.Circuit, models map[string][]string, opts Options)
 			Unavailable: answer(ingress.WorkerNotAvailable()),
 			Refused:     answer(ingress.ContainerConnectionRefused()),
 		}
-		for _, model := range modelNames(c, models[c.ID]) {
+		names := modelNames(c, models[c.ID])
+		for _, model := range names {
 			d.Models[model] = append(d.Models[model], name)
+		}
+		canonical := ""
+		if len(names) > 0 {
+			canonical = names[0]
 		}
 		d.Circuits = append(d.Circuits, ingress.Circuit{
 			ID:           c.ID,
@@ -62,6 +67,7 @@ func Plan(circuits []protocol.Circuit, models map[string][]string, opts Options)
 			OpenToPublic: c.OpenToPublic,
 			AllowList:    ingress.ParseAllowList(c.AllowedClientIPs),
 			Pool:         name,
+			Model:        canonical,
 		})
 	}
 	return d

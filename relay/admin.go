@@ -79,6 +79,7 @@ func (s *Server) handleAdminStats(w http.ResponseWriter, _ *http.Request) {
 		"in_flight":      inFlight,
 		"draining":       s.draining.Load(),
 		"uptime_secs":    time.Since(s.started).Seconds(),
+		"pools":          s.poolStatuses(),
 	})
 }
 

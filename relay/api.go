@@ -5,31 +5,39 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"modelrelay/protocol"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"modelrelay/protocol"
 )
 
 // inference serves one OpenAI or Anthropic route on the relay's default pool.
 func (s *Server) inference(d Dialect) http.Handler {
+	own := []string{s.opts.Provider}
+	at := Placement{ByModel: func(string) []string { return own }}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.ServeInference(w, r, d, s.opts.Provider)
+		s.ServeInferenceAt(w, r, d, at)
 	})
 }
 
-// ServeInference answers an inference call from one of the named pools: the one with a free
-// target for the body's model, else the first (rotating, so load spreads). AppProxy mode passes
-// a circuit's pool, where the body's model is only a label.
-func (s *Server) ServeInference(w http.ResponseWriter, r *http.Request, d Dialect, pools ...string) {
-	s.ServeInferenceFor(w, r, d, func(string) ([]string, http.Handler) { return pools, nil })
+// Placement says which pools may serve the models of a request's chain.
+type Placement struct {
+	// Pool, when set, serves the model the client asked for, whatever the body names (a
+	// circuit's subdomain, where the body's model is only a label). Model is then the name
+	// that keys its fallback chain (the circuit's canonical model; "" = the body's model).
+	Pool, Model string
+	// ByModel names the pools that serve a model, in order of preference: the asked model's
+	// when Pool is empty, and the fallbacks'. Nil = none.
+	ByModel func(model string) []string
 }
 
-// ServeInferenceFor is ServeInference for routes that pick pools by the body's model: choose
-// names the candidate pools for model, or answers the request itself with deny.
-func (s *Server) ServeInferenceFor(w http.ResponseWriter, r *http.Request, d Dialect, choose func(model string) (pools []string, deny http.Handler)) {
+// ServeInferenceAt answers an inference call: the asked model from its pools, then down its
+// fallback chain while no byte has reached the client.
+func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dialect, at Placement) {
 	arrival := time.Now()
 	route := r.URL.Path
 	if s.draining.Load() {
@@ -45,30 +53,57 @@ func (s *Server) ServeInferenceFor(w http.ResponseWriter, r *http.Request, d Dia
 		return
 	}
 	f, err := parseInference(body)
+	if err == nil && f.options != nil {
+		body, err = rewriteObject(body, "", "x_pool_options") // the relay's, never a target's
+	}
 	if err != nil {
 		s.metrics.observe(route, s.refuseBody(w, r, d, err), arrival, 0)
-		return
-	}
-	pools, deny := choose(f.Model)
-	if deny != nil {
-		rec := statusRecorder{ResponseWriter: w}
-		deny.ServeHTTP(&rec, r)
-		s.metrics.observe(route, rec.status, arrival, 0)
 		return
 	}
 	req := s.newRequest(r, d, arrival)
 	req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
 	req.route = routeOf(r.URL.Path)
 	req.dispatched = br.release
+	asked := f.Model
+	if at.Pool != "" && at.Model != "" {
+		asked = at.Model
+	}
+	var chain []string
+	if f.options != nil {
+		req.maxLatency = f.options.maxLatency
+		chain = f.options.fallbacks
+	}
+	if chain == nil {
+		chain = s.opts.Fallbacks[asked]
+	}
 	out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
-	s.run(r.Context(), req, s.choosePool(pools, f.Model), out)
+	s.serveChain(r.Context(), req, at, walk(asked, chain), out)
 	s.metrics.observe(route, out.status, arrival, out.ttfb)
 	s.logRequest(r, req, out)
+}
+
+// walk is the models a request may be served by, in order: the asked one, then its chain,
+// each once.
+func walk(asked string, chain []string) []string {
+	models := make([]string, 1, 1+len(chain))
+	models[0] = asked
+	for _, m := range chain {
+		if m != "" && !slices.Contains(models, m) {
+			models = append(models, m)
+		}
+	}
+	return models
 }
 
 func (s *Server) bodyReader(w http.ResponseWriter, r *http.Request) *bodyReader {
 	return &bodyReader{r: r, rc: http.NewResponseController(w), limits: &s.opts.BodyLimits,
 		budget: s.bodyBudget, max: s.opts.MaxBodyBytes}
+}
+
+// ServeInference answers an inference call from the named pools (for every model of its
+// chain).
+func (s *Server) ServeInference(w http.ResponseWriter, r *http.Request, d Dialect, pools ...string) {
+	s.ServeInferenceAt(w, r, d, Placement{ByModel: func(string) []string { return pools }})
 }
 
 // Provider is the pool of relay workers and static backends.
@@ -88,7 +123,7 @@ func (s *Server) ServePassThrough(w http.ResponseWriter, r *http.Request, pool s
 	req.stream = &streamedBody{r: r.Body, rc: http.NewResponseController(w), rate: s.opts.BodyLimits.MinRate, start: arrival}
 	req.streamLength = r.ContentLength
 	out := newResponder(w, OpenAI, 0, arrival)
-	s.run(r.Context(), req, s.pool(pool), out)
+	s.serveChain(r.Context(), req, Placement{Pool: pool}, nil, out)
 }
 
 func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Request {
@@ -132,15 +167,13 @@ func (s *Server) choosePool(names []string, model string) *Pool {
 	return fallback
 }
 
-// run takes req through its pool until it is answered: acquire a target, serve, and on loss of
-// the target before the first byte, requeue at the front (at most maxRequeues times).
-func (s *Server) run(clientCtx context.Context, req *Request, pool *Pool, out *responder) {
+// serveChain takes req down models, its chain, until one answers or a failure may not move
+// it on: a request moves to the next model only before any byte reached the client. With
+// models nil (a pass-through) it is served from at.Pool alone. The client gets the last
+// failure: a target's own held answer if one answered, else the relay's error.
+func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placement, models []string, out *responder) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
-	if pool == nil {
-		out.fail(errNoProvider(req.Model))
-		return
-	}
 	ctx, cancel := context.WithCancelCause(clientCtx)
 	defer cancel(nil)
 	stopOnShutdown := context.AfterFunc(s.hardStop, func() { cancel(errShuttingDown) })
@@ -153,68 +186,187 @@ func (s *Server) run(clientCtx context.Context, req *Request, pool *Pool, out *r
 		})
 		defer t.Stop()
 	}
+	if models == nil {
+		pool := s.pool(at.Pool)
+		if err := s.run(ctx, req, pool, out); err != nil {
+			s.answer(ctx, pool, out, err)
+		}
+		return
+	}
+	var pool *Pool
+	var err error
+	for i, model := range models {
+		var names []string
+		switch {
+		case i == 0 && at.Pool != "":
+			names = []string{at.Pool}
+		case at.ByModel != nil:
+			names = at.ByModel(model)
+		}
+		if i > 0 {
+			s.log.Debug("moving to the next model of the chain", "request_id", req.ID, "from", models[i-1], "to", model, "reason", err)
+			if err = req.retarget(model); err != nil {
+				break
+			}
+		}
+		out.served, out.from = model, ""
+		if i > 0 {
+			out.from = models[0]
+		}
+		out.keepFailures = req.stream == nil
+		if pool = s.choosePool(names, req.Model); pool == nil {
+			err = errNoProvider(req.Model)
+			continue
+		}
+		if err = s.run(ctx, req, pool, out); err == nil || out.started || !movesOn(err) {
+			break
+		}
+	}
+	if err == nil || out.started {
+		if err != nil {
+			s.answer(ctx, pool, out, err)
+		}
+		return
+	}
+	if k := out.kept; k != nil {
+		// A target answered 429 or 5xx and nothing later did better: that is the answer.
+		if err := out.writeHeld(k); err == nil {
+			out.finish()
+		}
+		return
+	}
+	s.answer(ctx, pool, out, err)
+}
+
+// answer writes a failure the relay answers itself, in the pool's own words where it has them.
+func (s *Server) answer(ctx context.Context, pool *Pool, out *responder, err error) {
+	err = s.answerFor(ctx, err)
+	if pool == nil {
+		out.fail(err)
+		return
+	}
+	pool.fail(out, err)
+}
+
+// errHeld means a target answered 429 or 5xx and the answer is held in the responder.
+var errHeld = errors.New("target answered with a failure")
+
+// movesOn says whether a failure before the first byte sends the request to the next model
+// of its chain: no pool serves the model, none of its targets is up, the queue is full or too
+// slow, or a target failed (429, 5xx, a broken call).
+func movesOn(err error) bool {
+	var re *relayError
+	switch {
+	case errors.Is(err, errHeld):
+		return true
+	case !errors.As(err, &re), errors.Is(err, errShuttingDown):
+		return false
+	}
+	switch re.status {
+	case http.StatusNotFound, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable:
+		return true
+	}
+	return false
+}
+
+// run takes req through one pool until it is answered: acquire a target, serve, and on loss
+// of the target before the first byte, requeue at the front (at most maxRequeues times); a
+// 429 or 5xx (held, not written) or a broken call gets one more try on another target that is
+// free at once. It returns nil once the client was answered, else the failure, unwritten.
+func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *responder) error {
+	if pool == nil {
+		return errNoProvider(req.Model)
+	}
 	var queueDeadline time.Time
 	if s.opts.QueueTimeout > 0 {
 		queueDeadline = req.arrival.Add(s.opts.QueueTimeout)
 	}
+	var retry *member // the target a retry goes to, chosen already
+	retried := false
 	for {
-		m, err := pool.acquire(ctx, req, req.requeues > 0, queueDeadline)
-		if err != nil {
-			if errors.Is(err, errNoReplica) && req.requeues > 0 {
-				err = errAllRefused // every replica we tried refused, and none is left
+		m := retry
+		if m == nil {
+			var err error
+			m, err = pool.acquire(ctx, req, req.requeues > 0, queueDeadline)
+			if err != nil {
+				if errors.Is(err, errNoReplica) && req.requeues > 0 {
+					err = errAllRefused // every replica we tried refused, and none is left
+				}
+				return err
 			}
-			pool.fail(out, s.answerFor(ctx, err))
-			return
 		}
+		retry = nil
 		if req.dispatched != nil {
 			req.dispatched()
 			req.dispatched = nil
 		}
-		var once sync.Once
-		release := func() { once.Do(func() { pool.release(m) }) }
-		err = s.attempt(ctx, req, m, out, release)
+		out.kept = nil
+		err := s.serveOn(ctx, req, pool, m, out)
 		if err == nil {
-			if err = out.finish(); err == nil {
-				return
+			if out.kept == nil {
+				return nil
 			}
+			err = errHeld
 		}
 		if errors.Is(err, errTargetLost) && !out.started {
 			req.requeues++
 			if req.requeues > maxRequeues {
-				pool.fail(out, errRequeueLimit)
-				return
+				return errRequeueLimit
 			}
 			s.log.Debug("target lost before first byte; requeueing", "request_id", req.ID, "target", m.id, "requeues", req.requeues)
 			continue
 		}
+		if !out.started && !retried && req.stream == nil && movesOn(err) {
+			retried = true
+			if retry = pool.another(req, m); retry != nil {
+				s.log.Debug("target failed; one more try on another", "request_id", req.ID, "target", m.id, "next", retry.id, "reason", err)
+				continue
+			}
+		}
 		var re *relayError
 		clientFault := errors.As(err, &re) && re.status < 500
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) && !clientFault {
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) && !errors.Is(err, errHeld) && !clientFault {
 			s.log.Warn("request failed", "request_id", req.ID, "pool", pool.name, "target", m.id, "err", err)
 		}
-		pool.fail(out, s.answerFor(ctx, err))
-		return
+		return err
 	}
+}
+
+// serveOn runs one attempt on m, holding its slot until the target is done with it.
+func (s *Server) serveOn(ctx context.Context, req *Request, pool *Pool, m *member, out *responder) error {
+	start := time.Now()
+	var once sync.Once
+	release := func(o outcome) { once.Do(func() { pool.release(m, o, time.Since(start)) }) }
+	err := s.attempt(ctx, req, m, out, release)
+	if err == nil && out.kept == nil {
+		err = out.finish()
+	}
+	return err
 }
 
 // attempt serves req on m, in the client's family or translated for the target's. A probe
 // the target refuses as the wrong family is replayed translated on the same target, holding the
 // same slot: that is no failure and no requeue.
-func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *responder, release func()) error {
+func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *responder, release func(outcome)) error {
 	p := m.speech.plan(req.Dialect, req.route, time.Now())
 	if err := s.prepare(req, out, p == planTranslate); err != nil {
-		release()
+		release(outcomeNone)
 		return err
 	}
 	if p != planProbe {
 		return m.target.serve(ctx, req, out, release)
 	}
-	// Two holds on the slot: the probe's, and ours that passes to the replay.
+	// Two holds on the slot: the probe's, and ours that passes to the replay. The slot is
+	// released with the last outcome that said something.
 	var holds atomic.Int32
+	var said atomic.Uint32
 	holds.Store(2)
-	drop := func() {
+	drop := func(o outcome) {
+		if o != outcomeNone {
+			said.Store(uint32(o))
+		}
 		if holds.Add(-1) == 0 {
-			release()
+			release(outcome(said.Load()))
 		}
 	}
 	out.probing = true
@@ -222,19 +374,20 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *resp
 		out.learn = m.speech
 	}
 	err := m.target.serve(ctx, req, out, drop)
-	refusal := out.refusal
-	out.probing, out.learn, out.refusal = false, nil, nil
-	if refusal == nil {
-		drop()
+	out.probing, out.learn = false, nil
+	refusal := out.kept
+	if refusal == nil || !refusal.refusal {
+		drop(outcomeNone)
 		return err
 	}
+	out.kept = nil
 	if req.route != routeCountTokens {
 		m.speech.heardRefuses(req.Dialect, time.Now())
 	}
 	s.log.Debug("target refused the route's API family; replaying translated", "request_id", req.ID,
 		"target", m.id, "route", req.nativePath(), "status", refusal.status)
 	if err := s.prepare(req, out, true); err != nil {
-		drop()
+		drop(outcomeNone)
 		return err
 	}
 	err = m.target.serve(ctx, req, out, drop)

@@ -4,14 +4,52 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"time"
 	"unicode/utf8"
 )
 
 // inferenceFields are the only parts of a body the relay reads; the body itself travels on
 // byte for byte.
 type inferenceFields struct {
-	Model  string
-	Stream bool
+	Model   string
+	Stream  bool
+	options *poolOptions // x_pool_options, when the body has it (even null)
+}
+
+// poolOptions are what a pool-aware client asks of the relay in x_pool_options (gateway.md
+// sections 2 and 3). Unknown keys are ignored; the object never reaches a target.
+type poolOptions struct {
+	fallbacks  []string      // replaces the configured chain (nil = keep it)
+	maxLatency time.Duration // refuse rather than queue longer (0 = any wait)
+}
+
+// parsePoolOptions reads x_pool_options; a wrong type of a known key is the client's error.
+func parsePoolOptions(raw json.RawMessage) (*poolOptions, error) {
+	var v struct {
+		FallbackModels json.RawMessage `json:"fallback_models"`
+		MaxLatencyMS   json.RawMessage `json:"max_latency_ms"`
+	}
+	if string(raw) != "null" && json.Unmarshal(raw, &v) != nil {
+		return nil, badRequest("x_pool_options must be an object")
+	}
+	o := &poolOptions{}
+	if len(v.FallbackModels) > 0 && string(v.FallbackModels) != "null" {
+		if json.Unmarshal(v.FallbackModels, &o.fallbacks) != nil || slices.Contains(o.fallbacks, "") {
+			return nil, badRequest("x_pool_options.fallback_models must be a list of model names")
+		}
+		if o.fallbacks == nil {
+			o.fallbacks = []string{} // an empty list: no fallback for this request
+		}
+	}
+	if len(v.MaxLatencyMS) > 0 && string(v.MaxLatencyMS) != "null" {
+		var ms float64
+		if json.Unmarshal(v.MaxLatencyMS, &ms) != nil || ms <= 0 || ms > 1e9 {
+			return nil, badRequest("x_pool_options.max_latency_ms must be a positive number of milliseconds")
+		}
+		o.maxLatency = time.Duration(ms * float64(time.Millisecond))
+	}
+	return o, nil
 }
 
 func badRequest(msg string) *relayError {
@@ -28,8 +66,9 @@ func parseInference(body []byte) (inferenceFields, error) {
 		return inferenceFields{}, badRequest("request body must be a JSON object")
 	}
 	var raw struct {
-		Model  json.RawMessage `json:"model"`
-		Stream json.RawMessage `json:"stream"`
+		Model   json.RawMessage `json:"model"`
+		Stream  json.RawMessage `json:"stream"`
+		Options json.RawMessage `json:"x_pool_options"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return inferenceFields{}, badRequest("request body is not valid JSON")
@@ -42,6 +81,13 @@ func parseInference(body []byte) (inferenceFields, error) {
 		if json.Unmarshal(raw.Stream, &f.Stream) != nil {
 			return inferenceFields{}, badRequest("stream must be a boolean")
 		}
+	}
+	if len(raw.Options) > 0 {
+		o, err := parsePoolOptions(raw.Options)
+		if err != nil {
+			return inferenceFields{}, err
+		}
+		f.options = o
 	}
 	return f, nil
 }

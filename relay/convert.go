@@ -77,7 +77,16 @@ func (s *Server) dress(req *Request, translated bool) error {
 		w = req.foreign
 	}
 	req.Path, req.Body, req.Header = w.path, w.body, w.header
+	req.translated = translated
 	return nil
+}
+
+// sentAs is the API family req is dressed in: the client's, or the other when translated.
+func (req *Request) sentAs() Dialect {
+	if req.translated {
+		return 1 - req.Dialect
+	}
+	return req.Dialect
 }
 
 // nativePath is the path as the client sent it.
@@ -107,7 +116,7 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 		w.body, w.meta, err = translate.OpenAIToAnthropic(n.body, s.opts.DefaultMaxTokens)
 	}
 	if err != nil {
-		return nil, &relayError{http.StatusBadRequest, err.Error(), "invalid_request_error"}
+		return nil, &relayError{status: http.StatusBadRequest, message: err.Error(), code: "invalid_request_error"}
 	}
 	h := n.header.Clone()
 	// The relay reads the answer: it must come unencoded, and the body's length has changed.

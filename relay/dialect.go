@@ -103,7 +103,7 @@ func writeError(w http.ResponseWriter, d Dialect, e *relayError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "1")
+		h.Set("Retry-After", retryAfter(e))
 	}
 	body := d.errorBody(e)
 	h.Set("Content-Length", strconv.Itoa(len(body)))

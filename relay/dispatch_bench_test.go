@@ -10,13 +10,13 @@ import (
 
 type nopTarget struct{}
 
-func (nopTarget) serve(context.Context, *Request, *responder, func()) error { return nil }
-func (nopTarget) drained()                                                  {}
+func (nopTarget) serve(context.Context, *Request, *responder, func(outcome)) error { return nil }
+func (nopTarget) drained()                                                         {}
 
 // benchPool builds a pool of n busy-ish workers serving "m" and a queue of depth requests for a
 // model nobody serves right now (so they stay queued), like a loaded relay.
 func benchPool(n, depth int) *Pool {
-	p := newPool("bench", 0, false, time.Minute)
+	p := newPool("bench", testConfig(), false)
 	for i := 0; i < n; i++ {
 		m := &member{id: "w" + strconv.Itoa(i), kind: kindWorker, seq: uint64(i + 1), target: nopTarget{},
 			maxConcurrent: 4, reported: i % 3, weight: 1}
@@ -46,7 +46,7 @@ func BenchmarkDispatch(b *testing.B) {
 				if err != nil || queued || m == nil {
 					b.Fatalf("enter: %v %v %v", m, queued, err)
 				}
-				p.release(m)
+				p.release(m, outcomeOK, time.Millisecond)
 			}
 		})
 	}

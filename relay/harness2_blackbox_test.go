@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -408,7 +409,8 @@ func wantErrorCode(status int) string {
 }
 
 // checkError asserts a relay-generated error: status, JSON shape of the route's dialect, type,
-// code, message (exact unless message is "" ), and Retry-After exactly on 429 and 503.
+// code, message (exact unless message is "" ), and Retry-After (whole seconds, 1..60) exactly
+// on 429 and 503.
 func checkError(t *testing.T, rt route, r result, status int, message string) {
 	t.Helper()
 	if r.resp.StatusCode != status {
@@ -419,8 +421,8 @@ func checkError(t *testing.T, rt route, r result, status int, message string) {
 	}
 	ra := r.resp.Header.Get("Retry-After")
 	if status == 429 || status == 503 {
-		if ra != "1" {
-			t.Errorf("%s: Retry-After %q on %d, want 1", rt.name, ra, status)
+		if n, err := strconv.Atoi(ra); err != nil || n < 1 || n > 60 {
+			t.Errorf("%s: Retry-After %q on %d, want 1..60", rt.name, ra, status)
 		}
 	} else if ra != "" {
 		t.Errorf("%s: Retry-After %q on %d, want none", rt.name, ra, status)

@@ -1,5 +1,7 @@
 package relay
 
+import "time"
+
 // memberKind says which kind of target a pool member is.
 type memberKind uint8
 
@@ -16,13 +18,13 @@ type member struct {
 	star          bool // serves any model
 	draining      bool
 	gone          bool // removed from its pool; late releases must not dispatch
-	unhealthy     bool // upstreams: failed probes or consecutive connection failures
 	maxConcurrent int  // 0 = no cap (upstreams only)
 	reported      int  // worker-reported load; +1 per assignment, -1 per completion
 	inFlight      int
 	weight        float64 // upstreams: traffic ratio; workers: 1
 	seq           uint64  // registration order within the process
 	swrrCurrent   float64 // smooth weighted round-robin state
+	brk           breaker // upstreams: health (see breaker.go)
 
 	id     string
 	target target
@@ -51,13 +53,37 @@ func (m *member) load() float64 {
 	return float64(max(m.reported, m.inFlight))
 }
 
-// available says whether the member may take one more request right now.
-func (m *member) available() bool {
-	if m.draining || m.gone || m.unhealthy {
+// available says whether the member may take one more request now.
+func (m *member) available(now *clock) bool {
+	if m.draining || m.gone {
 		return false
 	}
 	if m.kind == kindUpstream {
-		return m.maxConcurrent == 0 || m.inFlight < m.maxConcurrent
+		return (m.maxConcurrent == 0 || m.inFlight < m.maxConcurrent) && (m.brk.state == breakerClosed || m.brk.admits(now.get()))
 	}
 	return max(m.reported, m.inFlight) < m.maxConcurrent
+}
+
+// live says whether the member may serve again with nothing changing but time (busy is
+// live; a worker that is draining still finishes, and its leaving starts the grace of its
+// models). A model none of whose members is live fails fast.
+func (m *member) live(now *clock) bool {
+	if m.gone {
+		return false
+	}
+	if m.kind == kindUpstream {
+		return !m.draining && (m.brk.state != breakerOpen || m.brk.live(now.get()))
+	}
+	return true
+}
+
+// clock reads the time once, and only when asked: selection needs it only when a breaker is
+// not closed.
+type clock struct{ t time.Time }
+
+func (c *clock) get() time.Time {
+	if c.t.IsZero() {
+		c.t = time.Now()
+	}
+	return c.t
 }

@@ -74,6 +74,10 @@ func (s *Server) Registry() prometheus.Registerer { return s.metrics.registry }
 var (
 	queueDepthDesc = prometheus.NewDesc("modelrelay_queue_depth", "Requests waiting, by pool.", []string{"pool"}, nil)
 	inFlightDesc   = prometheus.NewDesc("modelrelay_target_in_flight", "Requests running, by pool and target.", []string{"pool", "target"}, nil)
+	breakerDesc    = prometheus.NewDesc("modelrelay_target_breaker_state",
+		"Circuit breaker of each static backend and circuit replica: 0 closed, 1 open, 2 half-open.", []string{"pool", "target"}, nil)
+	waitDesc = prometheus.NewDesc("modelrelay_pool_estimated_wait_seconds",
+		"Estimated wait of a request that queues now, by pool (what Retry-After says).", []string{"pool"}, nil)
 )
 
 // poolCollector reads queue depths and in-flight counts when Prometheus scrapes.
@@ -82,14 +86,20 @@ type poolCollector struct{ s *Server }
 func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- inFlightDesc
+	ch <- breakerDesc
+	ch <- waitDesc
 }
 
 func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	c.s.eachPool(func(name string, p *Pool) {
 		view := p.view()
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(view.queued), name)
+		ch <- prometheus.MustNewConstMetric(waitDesc, prometheus.GaugeValue, view.wait.Seconds(), name)
 		for _, m := range view.members {
 			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(m.InFlight), name, m.ID)
+			if m.Kind == "upstream" {
+				ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(m.breakerState), name, m.ID)
+			}
 		}
 	})
 }

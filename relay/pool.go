@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
@@ -15,10 +16,9 @@ import (
 // circuit is a pool of upstreams. A pool's mutex guards only that pool, so requests on
 // different pools never contend, and nothing under it does I/O.
 type Pool struct {
-	name      string
-	maxQueue  int  // 0 = unbounded
-	failFast  bool // no usable member => fail at once instead of queueing (circuit pools)
-	keepKnown time.Duration
+	name     string
+	cfg      *poolConfig
+	failFast bool // a model no member names is 503 "no replica", never 404 (circuit pools)
 
 	mu         sync.Mutex
 	members    []*member // registration order
@@ -31,17 +31,36 @@ type Pool struct {
 	onUnavailable func(http.ResponseWriter) // no usable upstream
 	onRefused     func(http.ResponseWriter) // every upstream tried refused the connection
 	removed       bool
+	// meanService is the EWMA of how long completed requests held their slot: with the queue
+	// and the capacity it makes the estimated wait (Retry-After, max_latency_ms).
+	meanService time.Duration
+	// wakeAt is when the pool must look at its queue again with nothing else to prompt it (a
+	// breaker's cool-down ends, a worker grace runs out); timer fires then.
+	wakeAt time.Time
+	timer  *time.Timer
 }
 
-func newPool(name string, maxQueue int, failFast bool, keepKnown time.Duration) *Pool {
+// poolConfig is what every pool of a server shares.
+type poolConfig struct {
+	maxQueue    int           // 0 = unbounded
+	keepKnown   time.Duration // a model stays known this long after its last advertiser left
+	workerGrace time.Duration // ... but requests wait for it only this long
+	breaker     BreakerOptions
+	log         *slog.Logger
+}
+
+// meanServiceStart is the service time assumed before any request completed.
+const meanServiceStart = time.Second
+
+func newPool(name string, cfg *poolConfig, failFast bool) *Pool {
 	return &Pool{
-		name:       name,
-		maxQueue:   maxQueue,
-		failFast:   failFast,
-		keepKnown:  keepKnown,
-		queue:      requestQueue{byModel: make(map[string]*list.List)},
-		cursor:     make(map[string]uint64),
-		knownUntil: make(map[string]time.Time),
+		name:        name,
+		cfg:         cfg,
+		failFast:    failFast,
+		queue:       requestQueue{byModel: make(map[string]*list.List)},
+		cursor:      make(map[string]uint64),
+		knownUntil:  make(map[string]time.Time),
+		meanService: meanServiceStart,
 	}
 }
 
@@ -49,11 +68,11 @@ func newPool(name string, maxQueue int, failFast bool, keepKnown time.Duration) 
 func (p *Pool) Name() string { return p.name }
 
 // pickLocked chooses the member for model: lowest load among available members that serve
-// it; ties go round-robin after the member chosen last for this model (or by smooth weighted
-// round-robin when the tied members carry different weights). known reports whether any
-// member serves the model at all, available or not. Ties are decided by seq, not by the
-// order of iteration, so the model index needs no merging.
-func (p *Pool) pickLocked(model string) (chosen *member, known bool) {
+// it, other than avoid; ties go round-robin after the member chosen last for this model (or
+// by smooth weighted round-robin when the tied members carry different weights). known
+// reports whether any member serves the model at all, available or not. Ties are decided by
+// seq, not by the order of iteration, so the model index needs no merging.
+func (p *Pool) pickLocked(model string, avoid *member, now *clock) (chosen *member, known bool) {
 	byModel, stars := p.candidatesLocked(model)
 	if len(byModel) == 0 && len(stars) == 0 {
 		return nil, false
@@ -65,7 +84,7 @@ func (p *Pool) pickLocked(model string) (chosen *member, known bool) {
 	sameWeight := true
 	for _, list := range [2][]*member{byModel, stars} {
 		for _, m := range list {
-			if !m.available() {
+			if m == avoid || !m.available(now) {
 				continue
 			}
 			l := m.load()
@@ -90,7 +109,7 @@ func (p *Pool) pickLocked(model string) (chosen *member, known bool) {
 	case first == nil:
 		return nil, true
 	case !sameWeight:
-		return p.smoothWeightedLocked(model, best, total), true
+		return p.smoothWeightedLocked(model, best, total, avoid, now), true
 	case afterCursor != nil:
 		return afterCursor, true
 	}
@@ -115,12 +134,12 @@ func (p *Pool) candidatesLocked(model string) (byModel, stars []*member) {
 	return p.index[model], p.stars
 }
 
-func (p *Pool) smoothWeightedLocked(model string, load, total float64) *member {
+func (p *Pool) smoothWeightedLocked(model string, load, total float64, avoid *member, now *clock) *member {
 	byModel, stars := p.candidatesLocked(model)
 	var chosen *member
 	for _, list := range [2][]*member{byModel, stars} {
 		for _, m := range list {
-			if !m.available() || m.load() != load {
+			if m == avoid || !m.available(now) || m.load() != load {
 				continue
 			}
 			m.swrrCurrent += m.weight
@@ -136,54 +155,111 @@ func (p *Pool) smoothWeightedLocked(model string, load, total float64) *member {
 func (p *Pool) assignLocked(m *member, req *Request) {
 	m.inFlight++
 	m.reported++
+	m.brk.taken()
 	p.cursor[req.Model] = m.seq
 	req.state = stateAssigned
 }
 
-// knowsLocked says whether a request for model should wait rather than fail with 404.
-func (p *Pool) knowsLocked(model string, anyServes bool) bool {
-	if anyServes {
-		return true
-	}
-	now := time.Now()
-	for _, name := range [2]string{model, "*"} {
-		if until, ok := p.knownUntil[name]; ok && now.Before(until) {
-			return true
+// outlookLocked says what becomes of a request for model that found no free target: it
+// waits in the queue (until grace, when that is set: the model's last relay worker left and
+// may come back), or it fails at once with err. A model with a live member waits; one whose
+// static backends or replicas are all down or breaker-open is 503 at once, and so is one
+// whose last worker left more than worker_grace ago; one never seen is 404.
+func (p *Pool) outlookLocked(model string, now *clock) (grace time.Time, err error) {
+	byModel, stars := p.candidatesLocked(model)
+	var reopens time.Time // earliest end of a cool-down among the model's members
+	for _, list := range [2][]*member{byModel, stars} {
+		for _, m := range list {
+			if m.live(now) {
+				return time.Time{}, nil
+			}
+			if m.brk.state == breakerOpen && (reopens.IsZero() || m.brk.until.Before(reopens)) {
+				reopens = m.brk.until
+			}
 		}
 	}
-	return false
+	for _, name := range [2]string{model, "*"} {
+		if until, ok := p.knownUntil[name]; ok && now.get().Before(until) {
+			end := until.Add(p.cfg.workerGrace - p.cfg.keepKnown)
+			if now.get().Before(end) {
+				return end, nil
+			}
+			return time.Time{}, noReplica(time.Second)
+		}
+	}
+	if len(byModel) > 0 || len(stars) > 0 || p.failFast {
+		wait := time.Second
+		if !reopens.IsZero() {
+			wait = reopens.Sub(now.get())
+		}
+		return time.Time{}, noReplica(wait)
+	}
+	return time.Time{}, errNoProvider(model)
 }
 
-func (p *Pool) anyUsableLocked() bool {
-	for _, m := range p.members {
-		if !m.draining && !m.unhealthy {
-			return true
+// estimateLocked is how long a request for model that joins the queue now may expect to wait:
+// (the requests queued ahead of it + 1) × the mean service time ÷ the live capacity serving
+// the model. The +1 is its own turn: with every slot busy and nobody queued, it still waits
+// for one to free. Zero when a live member has no concurrency cap.
+func (p *Pool) estimateLocked(model string, now *clock) time.Duration {
+	ahead := p.queue.all.Len()
+	var lists [2][]*member
+	if model == "" {
+		lists[0] = p.members
+	} else {
+		lists[0], lists[1] = p.candidatesLocked(model)
+		if l := p.queue.byModel[model]; l != nil {
+			ahead = l.Len()
+		} else {
+			ahead = 0
 		}
 	}
-	return false
+	capacity := 0
+	for _, list := range lists {
+		for _, m := range list {
+			if m.draining || !m.live(now) {
+				continue
+			}
+			if m.maxConcurrent == 0 {
+				return 0
+			}
+			capacity += m.maxConcurrent
+		}
+	}
+	return time.Duration(float64(ahead+1) * float64(p.meanService) / float64(max(capacity, 1)))
 }
 
 // enter offers req to the pool: it is assigned at once, queued (front for a requeue), or
 // refused. When queued is true the caller must wait for the handoff.
 func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err error) {
+	var now clock
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.removed {
 		return nil, false, errPoolRemoved
 	}
-	m, serves := p.pickLocked(req.Model)
-	if m != nil {
+	if m, _ = p.pickLocked(req.Model, nil, &now); m != nil {
 		p.assignLocked(m, req)
 		return m, false, nil
 	}
-	if !p.knowsLocked(req.Model, serves) && !p.failFast {
-		return nil, false, errNoProvider(req.Model)
+	grace, err := p.outlookLocked(req.Model, &now)
+	if err != nil {
+		return nil, false, err
 	}
-	if p.failFast && !p.anyUsableLocked() {
-		return nil, false, errNoReplica
+	if !requeue {
+		full := p.cfg.maxQueue > 0 && p.queue.len() >= p.cfg.maxQueue
+		if full || req.maxLatency > 0 {
+			wait := p.estimateLocked(req.Model, &now)
+			if full {
+				return nil, false, busy(errQueueFull, wait)
+			}
+			if wait > req.maxLatency {
+				return nil, false, busy(errTooSlow, wait)
+			}
+		}
 	}
-	if !requeue && p.maxQueue > 0 && p.queue.len() >= p.maxQueue {
-		return nil, false, errQueueFull
+	if !grace.IsZero() {
+		p.wakeLocked(grace)
 	}
 	req.state = stateQueued
 	p.queue.push(req, requeue)
@@ -192,10 +268,27 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 
 // hasFree reports whether a target could take a request for model right now.
 func (p *Pool) hasFree(model string) bool {
+	var now clock
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m, _ := p.pickLocked(model)
+	m, _ := p.pickLocked(model, nil, &now)
 	return m != nil && !p.removed
+}
+
+// another assigns req to a free target of the pool other than tried, if there is one now:
+// the one retry a request gets on another target after its first answered 429 or 5xx.
+func (p *Pool) another(req *Request, tried *member) *member {
+	var now clock
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.removed {
+		return nil
+	}
+	m, _ := p.pickLocked(req.Model, tried, &now)
+	if m != nil {
+		p.assignLocked(m, req)
+	}
+	return m
 }
 
 // fail answers a request the pool could not serve, in the pool's own words where it has them.
@@ -216,6 +309,7 @@ func (p *Pool) fail(out *responder, err error) {
 		return
 	}
 	out.started = true
+	out.w.Header().Set("Retry-After", retryAfter(err))
 	rec := statusRecorder{ResponseWriter: out.w}
 	answer(&rec)
 	out.status = rec.status
@@ -265,32 +359,134 @@ func (p *Pool) acquire(ctx context.Context, req *Request, requeue bool, queueDea
 		return h.m, h.err // it got a target in the same instant: better served than refused
 	}
 	if h.m != nil {
-		p.release(h.m)
+		p.release(h.m, outcomeNone, 0)
 	}
 	return nil, err
 }
 
-// release frees the slot a request held on m and gives it to the oldest queued request m can
-// serve.
-func (p *Pool) release(m *member) {
+// release frees the slot a request held on m for served, with what the attempt said about
+// m's health, and gives the slot to the oldest queued request m can serve.
+func (p *Pool) release(m *member, o outcome, served time.Duration) {
+	now := clock{t: time.Now()}
 	p.mu.Lock()
 	m.inFlight--
 	if m.reported > 0 {
 		m.reported--
 	}
+	if o == outcomeOK {
+		p.meanService = time.Duration(0.8*float64(p.meanService) + 0.2*float64(served))
+	}
+	var opened bool
+	var was breakerState
+	if m.kind == kindUpstream {
+		was = m.brk.state
+		opened = m.brk.record(o, now.t, &p.cfg.breaker)
+	}
 	drained := m.draining && !m.gone && m.inFlight == 0
-	p.dispatchForLocked(m)
+	p.dispatchForLocked(m, &now)
+	if opened {
+		p.openedLocked(m, &now)
+	}
+	state, cooldown := m.brk.state, m.brk.cooldown
 	p.mu.Unlock()
 	if drained {
 		m.target.drained()
+	}
+	if m.kind == kindUpstream && state != was {
+		p.logBreaker(m, state, cooldown)
+	}
+}
+
+// openedLocked follows a breaker that just opened: the pool looks again when its cool-down
+// ends, and requests queued for models that now have no live target fail (to their fallback).
+func (p *Pool) openedLocked(m *member, now *clock) {
+	p.wakeLocked(m.brk.until)
+	p.sweepLocked(now)
+}
+
+func (p *Pool) logBreaker(m *member, state breakerState, cooldown time.Duration) {
+	switch state {
+	case breakerOpen:
+		p.cfg.log.Warn("target breaker opened: no traffic until its cool-down ends", "pool", p.name, "target", m.id,
+			"cooldown", cooldown.String())
+	case breakerClosed:
+		p.cfg.log.Info("target breaker closed: the target is back", "pool", p.name, "target", m.id)
+	}
+}
+
+// probed feeds a TCP probe's result to m's breaker.
+func (p *Pool) probed(m *member, connected bool) {
+	now := clock{t: time.Now()}
+	p.mu.Lock()
+	was := m.brk.state
+	if m.brk.probed(connected, now.t, &p.cfg.breaker) {
+		p.openedLocked(m, &now)
+	} else if connected && m.brk.state == breakerOpen {
+		p.wakeLocked(m.brk.until)
+	}
+	state, cooldown := m.brk.state, m.brk.cooldown
+	p.mu.Unlock()
+	if state != was {
+		p.logBreaker(m, state, cooldown)
+	}
+}
+
+// wakeLocked makes the pool look at its queue again at t, when nothing else would prompt it.
+func (p *Pool) wakeLocked(t time.Time) {
+	if !p.wakeAt.IsZero() && !t.Before(p.wakeAt) {
+		return
+	}
+	p.wakeAt = t
+	if p.timer == nil {
+		p.timer = time.AfterFunc(time.Until(t), p.wake)
+	} else {
+		p.timer.Reset(time.Until(t))
+	}
+}
+
+// wake dispatches to targets whose cool-down ended and fails the waits that ran out.
+func (p *Pool) wake() {
+	now := clock{t: time.Now()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !now.t.Before(p.wakeAt) {
+		p.wakeAt = time.Time{}
+	}
+	if p.removed {
+		return
+	}
+	for _, m := range p.members {
+		p.dispatchForLocked(m, &now)
+	}
+	p.sweepLocked(&now)
+}
+
+// sweepLocked fails the queued requests whose model has no live target left and no grace to
+// wait out (they move on to their fallback, or get 503), and schedules a look at the end of
+// any grace.
+func (p *Pool) sweepLocked(now *clock) {
+	for model, l := range p.queue.byModel {
+		grace, err := p.outlookLocked(model, now)
+		if err == nil {
+			if !grace.IsZero() {
+				p.wakeLocked(grace)
+			}
+			continue
+		}
+		for l.Len() > 0 {
+			req := l.Front().Value.(*Request)
+			p.queue.remove(req) // removes the list from byModel once empty
+			req.state = stateDone
+			req.handoff <- handoff{err: err}
+		}
 	}
 }
 
 // dispatchForLocked hands queued requests to m while it has room: the oldest it can serve
 // first. Called whenever m may have gained capacity, so a waiting request never sits next to
 // an idle compatible target.
-func (p *Pool) dispatchForLocked(m *member) {
-	for m.available() {
+func (p *Pool) dispatchForLocked(m *member, now *clock) {
+	for m.available(now) {
 		req := p.queue.oldestFor(m)
 		if req == nil {
 			return
@@ -313,16 +509,18 @@ func (p *Pool) add(m *member) error {
 	for _, name := range m.models {
 		delete(p.knownUntil, name)
 	}
-	p.dispatchForLocked(m)
+	p.dispatchForLocked(m, &clock{})
 	return nil
 }
 
 // update changes m's state under the pool lock, then dispatches to it if it gained room.
 func (p *Pool) update(m *member, change func(*member)) {
+	var now clock
 	p.mu.Lock()
 	change(m)
 	drained := m.draining && !m.gone && m.inFlight == 0
-	p.dispatchForLocked(m)
+	p.dispatchForLocked(m, &now)
+	p.sweepLocked(&now)
 	p.mu.Unlock()
 	if drained {
 		m.target.drained()
@@ -333,7 +531,7 @@ func (p *Pool) update(m *member, change func(*member)) {
 // stay known for a while, as when a worker leaves.
 func (p *Pool) setModels(m *member, models []string, load int) {
 	p.update(m, func(m *member) {
-		until := time.Now().Add(p.keepKnown)
+		until := time.Now().Add(p.cfg.keepKnown)
 		for _, old := range m.models {
 			if !slices.Contains(models, old) {
 				p.knownUntil[old] = until
@@ -365,13 +563,14 @@ func (p *Pool) drop(m *member) {
 			break
 		}
 	}
-	until := time.Now().Add(p.keepKnown)
+	until := time.Now().Add(p.cfg.keepKnown)
 	for _, name := range m.models {
 		p.knownUntil[name] = until
 	}
 	if m.star {
 		p.knownUntil["*"] = until
 	}
+	p.sweepLocked(&clock{})
 }
 
 // failQueued fails every queued request with err; removing marks the pool closed for good.
@@ -380,6 +579,9 @@ func (p *Pool) failQueued(err error, removing bool) {
 	defer p.mu.Unlock()
 	if removing {
 		p.removed = true
+		if p.timer != nil {
+			p.timer.Stop()
+		}
 	}
 	for req := p.queue.oldest(); req != nil; req = p.queue.oldest() {
 		p.queue.remove(req)

@@ -1,12 +1,20 @@
 package relay
 
 import (
+	"errors"
+	"log/slog"
 	"testing"
 	"time"
 )
 
+func testConfig() *poolConfig {
+	c := &poolConfig{keepKnown: time.Minute, workerGrace: 10 * time.Second, log: slog.New(slog.DiscardHandler)}
+	c.breaker.fill()
+	return c
+}
+
 func testPool(members ...*member) *Pool {
-	p := newPool("t", 0, false, time.Minute)
+	p := newPool("t", testConfig(), false)
 	for i, m := range members {
 		m.seq = uint64(i + 1)
 		m.target = nopTarget{}
@@ -41,7 +49,7 @@ func picks(t *testing.T, p *Pool, model string, n int, release bool) []string {
 		}
 		got = append(got, m.id)
 		if release {
-			p.release(m)
+			p.release(m, outcomeOK, time.Millisecond)
 		}
 	}
 	return got
@@ -75,7 +83,7 @@ func TestSelectionSkipsWhatCannotServe(t *testing.T) {
 	draining.draining = true
 	sick := upstreamMember("sick", 1)
 	sick.setModels([]string{"m"})
-	sick.unhealthy = true
+	sick.brk = breaker{state: breakerOpen, until: time.Now().Add(time.Hour)}
 	full := worker("full", 1, 1, "m")
 	other := worker("other", 4, 0, "n")
 	ok := worker("ok", 4, 2, "m")
@@ -84,7 +92,7 @@ func TestSelectionSkipsWhatCannotServe(t *testing.T) {
 		t.Fatalf("picked %v", got)
 	}
 	p.mu.Lock()
-	m, known := p.pickLocked("unknown-model")
+	m, known := p.pickLocked("unknown-model", nil, &clock{})
 	p.mu.Unlock()
 	if m != nil || known {
 		t.Fatalf("unknown model: %v %v", m, known)
@@ -106,4 +114,88 @@ func TestStarServesAnyModelAndIndexFollowsModelChanges(t *testing.T) {
 	if len(byModel) != 1 || len(old) != 0 {
 		t.Fatalf("index stale: b=%v a=%v", byModel, old)
 	}
+}
+
+// A model whose every target is breaker-open fails at once with the time until the first
+// cool-down ends; one whose last worker left waits out the grace, then fails; one never seen
+// is 404.
+func TestOutlookFailsFastWithTheWait(t *testing.T) {
+	down := upstreamMember("down", 1)
+	down.setModels([]string{"m"})
+	down.brk = breaker{state: breakerOpen, until: time.Now().Add(2500 * time.Millisecond)}
+	p := testPool(down)
+	req := &Request{Model: "m", handoff: make(chan handoff, 1)}
+	_, queued, err := p.enter(req, false)
+	if queued || !errors.Is(err, errNoReplica) || retryAfter(err) != "3" {
+		t.Fatalf("all open: queued=%v err=%v retry-after=%s", queued, err, retryAfter(err))
+	}
+	if _, _, err := p.enter(&Request{Model: "never", handoff: make(chan handoff, 1)}, false); err == nil || err.(*relayError).status != 404 {
+		t.Fatalf("never seen: %v", err)
+	}
+
+	p.knownUntil["left"] = time.Now().Add(p.cfg.keepKnown - time.Second) // left a second ago
+	if _, queued, err := p.enter(&Request{Model: "left", handoff: make(chan handoff, 1)}, false); !queued || err != nil {
+		t.Fatalf("within grace: queued=%v err=%v", queued, err)
+	}
+	p.knownUntil["gone"] = time.Now().Add(p.cfg.keepKnown - p.cfg.workerGrace - time.Second)
+	if _, _, err := p.enter(&Request{Model: "gone", handoff: make(chan handoff, 1)}, false); !errors.Is(err, errNoReplica) {
+		t.Fatalf("past grace: %v", err)
+	}
+}
+
+// The estimated wait is (queue ahead + 1) x mean service time / capacity; max_latency_ms
+// refuses before queueing and a full queue says how long.
+func TestEstimatedWaitFollowsTheQueue(t *testing.T) {
+	w := worker("w", 2, 2, "m") // both slots busy
+	p := testPool(w)
+	p.cfg.maxQueue = 4
+	p.meanService = 2 * time.Second
+	for i := range 4 {
+		_, queued, err := p.enter(&Request{Model: "m", handoff: make(chan handoff, 1)}, false)
+		if !queued || err != nil {
+			t.Fatalf("request %d: queued=%v err=%v", i, queued, err)
+		}
+	}
+	_, _, err := p.enter(&Request{Model: "m", handoff: make(chan handoff, 1)}, false)
+	if !errors.Is(err, errQueueFull) || retryAfter(err) != "5" { // (4+1) x 2 s / 2
+		t.Fatalf("full queue: %v, Retry-After %s", err, retryAfter(err))
+	}
+	p.cfg.maxQueue = 0
+	_, queued, err := p.enter(&Request{Model: "m", maxLatency: 4 * time.Second, handoff: make(chan handoff, 1)}, false)
+	if queued || !errors.Is(err, errTooSlow) {
+		t.Fatalf("max latency: queued=%v err=%v", queued, err)
+	}
+	if got := p.estimateLocked("m", &clock{}); got != 5*time.Second {
+		t.Fatalf("estimate %v", got)
+	}
+}
+
+// An upstream whose breaker opens takes the queued requests' hopes with it: they fail to
+// their fallback at once instead of waiting out the queue timeout.
+func TestBreakerOpeningFailsTheQueuedRequests(t *testing.T) {
+	u := upstreamMember("u", 1)
+	u.setModels([]string{"m"})
+	u.maxConcurrent = 1
+	p := testPool(u)
+	p.cfg.breaker.Failures = 1
+	first := &Request{Model: "m", handoff: make(chan handoff, 1)}
+	m, _, _ := p.enter(first, false)
+	waiting := &Request{Model: "m", handoff: make(chan handoff, 1)}
+	if _, queued, _ := p.enter(waiting, false); !queued {
+		t.Fatal("second request was not queued")
+	}
+	p.release(m, outcomeFailed, time.Millisecond)
+	select {
+	case h := <-waiting.handoff:
+		if !errors.Is(h.err, errNoReplica) {
+			t.Fatalf("handoff %+v", h)
+		}
+	default:
+		t.Fatal("the queued request is still waiting")
+	}
+	p.mu.Lock()
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.mu.Unlock()
 }

@@ -39,7 +39,7 @@ func (s *Server) SetUpstreamPool(name string, spec PoolSpec) error {
 	s.poolsMu.Lock()
 	p := s.pool(name)
 	if p == nil {
-		p = newPool(name, s.opts.MaxQueueLen, true, s.timings.KeepKnown)
+		p = newPool(name, s.poolConf, true)
 		s.pools.Store(name, p)
 	}
 	s.poolsMu.Unlock()
@@ -115,8 +115,9 @@ func (s *Server) RemovePool(name string) {
 	}
 }
 
-// healthLoop probes every upstream each interval: an unhealthy one comes back the moment a
-// probe succeeds, a healthy one that stops answering goes out of rotation.
+// healthLoop probes every upstream each interval: one that stops answering goes out of
+// rotation (its breaker opens), and one whose breaker opened on refused connections gets its
+// trial request as soon as a probe connects again.
 func (s *Server) healthLoop(ctx context.Context) {
 	t := time.NewTicker(s.timings.HealthInterval)
 	defer t.Stop()
@@ -148,11 +149,7 @@ func (s *Server) probeAll(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			healthy := u.probe(ctx)
-			if healthy {
-				u.failures.Store(0)
-			}
-			u.pool.update(u.m, func(m *member) { m.unhealthy = !healthy })
+			u.pool.probed(u.m, u.probe(ctx))
 		}()
 	}
 	wg.Wait()

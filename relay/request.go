@@ -2,7 +2,9 @@ package relay
 
 import (
 	"container/list"
+	"errors"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -34,9 +36,12 @@ type Request struct {
 	// Translation (see convert.go): the route's counterpart in the other family, the request
 	// as the client sent it and as a target of the other family receives it (built on first
 	// need).
-	route   route
-	native  *wire
-	foreign *wire
+	route      route
+	native     *wire
+	foreign    *wire
+	translated bool // req is dressed as foreign
+
+	maxLatency time.Duration // x_pool_options.max_latency_ms: refuse rather than wait longer (0 = any)
 
 	arrival   time.Time
 	requeues  int
@@ -50,6 +55,22 @@ type Request struct {
 	dispatched func()
 }
 
+// retarget points req at the next model of its chain: the client's request, with that model
+// in the body (translation, if any, is built again for it).
+func (req *Request) retarget(model string) error {
+	if req.native != nil {
+		req.Path, req.Body, req.Header = req.native.path, req.native.body, req.native.header
+		req.native, req.foreign, req.translated = nil, nil, false
+	}
+	body, err := rewriteObject(req.Body, model)
+	if err != nil {
+		return err
+	}
+	req.Model, req.Body = model, body
+	req.requeues, req.state = 0, stateNew
+	return nil
+}
+
 // handoff is what a waiting request receives: the member that took it, or why it never will.
 type handoff struct {
 	m   *member
@@ -60,28 +81,57 @@ type handoff struct {
 type relayError struct {
 	status  int
 	message string
-	code    string // OpenAI "code", optional
+	code    string        // OpenAI "code", optional
+	wait    time.Duration // estimated wait, for Retry-After on 429 and 503 (0 = unknown)
 }
 
 func (e *relayError) Error() string { return e.message }
 
+// Is makes one error of a kind match another with its own estimated wait.
+func (e *relayError) Is(target error) bool {
+	t, ok := target.(*relayError)
+	return ok && t.status == e.status && t.message == e.message
+}
+
+// busy is err (a 429 or 503) with the wait a client should expect before trying again.
+func busy(err *relayError, wait time.Duration) *relayError {
+	c := *err
+	c.wait = wait
+	return &c
+}
+
+// noReplica is errNoReplica with the time until a target may be back.
+func noReplica(wait time.Duration) *relayError { return busy(errNoReplica, wait) }
+
+// retryAfter is the Retry-After value for err: its estimated wait in whole seconds, rounded
+// up and clamped to 1..60 (1 when nothing is known).
+func retryAfter(err error) string {
+	var re *relayError
+	secs := 1
+	if errors.As(err, &re) && re.wait > 0 {
+		secs = int(min((re.wait+time.Second-1)/time.Second, 60))
+	}
+	return strconv.Itoa(max(secs, 1))
+}
+
 var (
-	errQueueFull      = &relayError{http.StatusTooManyRequests, "queue full", "queue_full"}
-	errQueueTimeout   = &relayError{http.StatusGatewayTimeout, "queue timeout: no worker available within deadline", ""}
-	errRequestTimeout = &relayError{http.StatusGatewayTimeout, "request timeout", ""}
-	errRequeueLimit   = &relayError{http.StatusServiceUnavailable, "requeue attempts exhausted", ""}
-	errShuttingDown   = &relayError{http.StatusServiceUnavailable, "server is shutting down", ""}
-	errPoolRemoved    = &relayError{http.StatusServiceUnavailable, "pool removed", ""}
-	errNoReplica      = &relayError{http.StatusServiceUnavailable, "no healthy upstream available", ""}
-	errAllRefused     = &relayError{http.StatusBadGateway, "upstream error: every upstream refused the connection", ""}
+	errQueueFull      = &relayError{status: http.StatusTooManyRequests, message: "queue full", code: "queue_full"}
+	errTooSlow        = &relayError{status: http.StatusTooManyRequests, message: "estimated wait exceeds max_latency_ms", code: "max_latency_exceeded"}
+	errQueueTimeout   = &relayError{status: http.StatusGatewayTimeout, message: "queue timeout: no worker available within deadline"}
+	errRequestTimeout = &relayError{status: http.StatusGatewayTimeout, message: "request timeout"}
+	errRequeueLimit   = &relayError{status: http.StatusServiceUnavailable, message: "requeue attempts exhausted"}
+	errShuttingDown   = &relayError{status: http.StatusServiceUnavailable, message: "server is shutting down"}
+	errPoolRemoved    = &relayError{status: http.StatusServiceUnavailable, message: "pool removed"}
+	errNoReplica      = &relayError{status: http.StatusServiceUnavailable, message: "no healthy upstream available"}
+	errAllRefused     = &relayError{status: http.StatusBadGateway, message: "upstream error: every upstream refused the connection"}
 )
 
 func errNoProvider(model string) *relayError {
-	return &relayError{http.StatusNotFound, "no provider for model " + model, "model_not_found"}
+	return &relayError{status: http.StatusNotFound, message: "no provider for model " + model, code: "model_not_found"}
 }
 
 func errUpstream(detail string) *relayError {
-	return &relayError{http.StatusBadGateway, "upstream error: " + detail, ""}
+	return &relayError{status: http.StatusBadGateway, message: "upstream error: " + detail}
 }
 
 // maxRequeues is how many times a request may go back to the queue after losing its target.

@@ -41,21 +41,31 @@ type responder struct {
 	// Translation (see convert.go). conv, when set, turns the target's answer into the
 	// client's family; held means the answer is being held whole and the client has seen
 	// nothing yet. probing means the request went untranslated to a target that may not speak
-	// its family: a 404, 405 or 501 then is kept in refusal, not written, for the caller to
-	// replay the request translated; learn, when set, records what a 2xx said.
+	// its family: a 404, 405 or 501 then is kept, not written, for the caller to replay the
+	// request translated; learn, when set, records what a 2xx said.
 	conv    *conversion
 	held    bool
 	probing bool
 	learn   *speech
-	refusal *heldAnswer
+	// keepFailures holds a 429 or 5xx instead of writing it: the request may still go to
+	// another target or down its fallback chain. kept is what was held, either way.
+	keepFailures bool
+	kept         *heldAnswer
+	// served and from name the model that serves the request and, after a fallback, the one
+	// the client asked for (x-modelrelay-model, x-modelrelay-fallback-from).
+	served, from string
 }
 
 // heldAnswer is a target's answer kept instead of written.
 type heldAnswer struct {
-	status int
-	header http.Header
-	body   []byte
-	over   bool // more came than the bound add was given
+	status  int
+	header  http.Header
+	body    []byte
+	over    bool        // more came than the bound add was given
+	refusal bool        // held as "does not speak this family" (else as a failure)
+	conv    *conversion // the conversion it was to go through
+	served  string      // the model that answered it, and the one asked for
+	from    string
 }
 
 // add keeps b, up to limit bytes of body in all.
@@ -87,10 +97,15 @@ func (o *responder) begin() error {
 	return nil
 }
 
+// failed reports whether a status may send the request to another target: a busy target
+// (429) or a failing one (5xx).
+func failed(status int) bool { return status == http.StatusTooManyRequests || status >= 500 }
+
 // writeHead sends the target's status and its end-to-end headers.
 func (o *responder) writeHead(status int, h http.Header) error {
-	if o.probing && refusesDialect(status) {
-		o.refusal = &heldAnswer{status: status, header: h}
+	refusal := o.probing && refusesDialect(status)
+	if refusal || (o.keepFailures && failed(status)) {
+		o.kept = &heldAnswer{status: status, header: h, refusal: refusal, conv: o.conv, served: o.served, from: o.from}
 		return nil
 	}
 	o.heard(status)
@@ -114,9 +129,21 @@ func (o *responder) writeHead(status int, h http.Header) error {
 	if _, ok := dst["Content-Type"]; !ok {
 		dst["Content-Type"] = nil // no sniffing: the client gets what the target sent
 	}
+	o.writeHeader(status)
+	return nil
+}
+
+// writeHeader sends the head of a target's answer, naming the model that served it.
+func (o *responder) writeHeader(status int) {
+	if o.served != "" {
+		h := o.w.Header()
+		h.Set("X-Modelrelay-Model", o.served)
+		if o.from != "" {
+			h.Set("X-Modelrelay-Fallback-From", o.from)
+		}
+	}
 	o.status = status
 	o.w.WriteHeader(status)
-	return nil
 }
 
 // startEventStream sends the headers of a relayed stream when its first chunk arrives.
@@ -135,8 +162,7 @@ func (o *responder) startEventStream() error {
 	h := o.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	o.status = http.StatusOK
-	o.w.WriteHeader(http.StatusOK)
+	o.writeHeader(http.StatusOK)
 	return nil
 }
 
@@ -156,8 +182,7 @@ func (o *responder) startTranslatedStream(status int, h http.Header) {
 	dst.Set("Cache-Control", "no-cache")
 	dst.Del("Content-Length")
 	o.conv.startStream()
-	o.status = status
-	o.w.WriteHeader(status)
+	o.writeHeader(status)
 }
 
 // setLength announces the length of the answer the target is about to send; writeHead uses
@@ -168,9 +193,15 @@ func (o *responder) setLength(n int64) { o.length = n }
 // is read. Past the stream ceiling it ends the stream with an error event instead. A
 // translated answer goes through its conversion first.
 func (o *responder) writeChunk(b []byte, flush bool) error {
-	if r := o.refusal; r != nil {
-		r.add(b, maxErrorBody)
-		return nil
+	if k := o.kept; k != nil {
+		if k.refusal || len(k.body)+len(b) <= maxErrorBody {
+			k.add(b, maxErrorBody)
+			return nil
+		}
+		// Too large to hold: this failure is the answer after all.
+		if err := o.writeHeld(k); err != nil {
+			return err
+		}
 	}
 	if c := o.conv; c != nil {
 		if c.stream == nil {
@@ -245,14 +276,19 @@ func (o *responder) streamError(message, code string) []byte {
 	return o.dialect.streamErrorEvent(message, code)
 }
 
-// writeHeld writes an answer that was held back, as the target sent it.
+// writeHeld writes an answer that was held back: through the conversion it was to go
+// through, or as the target sent it. A translated one is complete after finish.
 func (o *responder) writeHeld(a *heldAnswer) error {
-	o.conv, o.held = nil, false
-	o.setLength(int64(len(a.body)))
+	o.kept, o.probing, o.keepFailures = nil, false, false
+	o.conv, o.held, o.served, o.from = a.conv, false, a.served, a.from
+	o.setLength(-1)
+	if a.conv == nil {
+		o.setLength(int64(len(a.body)))
+	}
 	if err := o.writeHead(a.status, a.header); err != nil {
 		return err
 	}
-	return o.emit(a.body, false)
+	return o.writeChunk(a.body, false)
 }
 
 // finish completes a translated answer once the target is done: the closing events of a
@@ -283,8 +319,7 @@ func (o *responder) finish() error {
 		h.Set("X-Modelrelay-Estimated", "true")
 	}
 	o.held = false
-	o.status = status
-	o.w.WriteHeader(status)
+	o.writeHeader(status)
 	if _, err := o.w.Write(body); err != nil {
 		return errClientGone
 	}

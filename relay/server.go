@@ -35,9 +35,16 @@ type Options struct {
 	RequireProtocolVersion bool
 	TrustedProxies         []netip.Prefix
 	Backends               []Backend
-	Version                string
-	Logger                 *slog.Logger
-	Timings                Timings
+	// Fallbacks are the configured chains: a request for a key's model that cannot be served
+	// before its first byte moves to the listed models in order (gateway.md section 2).
+	Fallbacks map[string][]string
+	// WorkerGrace is how long requests for a model whose last relay worker left wait for one
+	// to come back before they get 503 (0 = 10 s; negative = not at all).
+	WorkerGrace time.Duration
+	Breaker     BreakerOptions
+	Version     string
+	Logger      *slog.Logger
+	Timings     Timings
 }
 
 // Backend is a static HTTP upstream from the config file.
@@ -48,6 +55,17 @@ type Backend struct {
 	Weight        float64
 	MaxConcurrent int
 	Dialects      []Dialect // the API families it speaks; empty = auto (learned from its answers)
+	// APIKey, when set, is the backend's own credential (a cloud endpoint): sent as
+	// Authorization: Bearer to OpenAI-family calls and x-api-key to Anthropic ones. The
+	// client's own credentials are then never forwarded to it.
+	APIKey string
+}
+
+// BreakerOptions shape every static backend's and circuit replica's circuit breaker.
+type BreakerOptions struct {
+	Failures    int           // consecutive failures before first byte that open it (5)
+	Cooldown    time.Duration // first open period (5 s); doubles on every failed trial
+	MaxCooldown time.Duration // longest open period (60 s)
 }
 
 // Timings are the protocol's clocks. The defaults are the contract's; tests shorten them.
@@ -82,11 +100,12 @@ func (t *Timings) fill() {
 
 // Server is the relay. Create it with New, serve Handler, run Run in the background.
 type Server struct {
-	opts    Options
-	timings Timings
-	log     *slog.Logger
-	metrics *metrics
-	started time.Time
+	opts     Options
+	timings  Timings
+	poolConf *poolConfig // what every pool shares
+	log      *slog.Logger
+	metrics  *metrics
+	started  time.Time
 
 	poolsMu sync.Mutex // serializes pool creation and removal
 	pools   sync.Map   // name -> *Pool; the request path reads it without a lock
@@ -138,6 +157,13 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	switch {
+	case opts.WorkerGrace == 0:
+		opts.WorkerGrace = 10 * time.Second
+	case opts.WorkerGrace < 0:
+		opts.WorkerGrace = 0
+	}
+	opts.Breaker.fill()
 	opts.Timings.fill()
 	opts.BodyLimits.fill()
 	s := &Server{
@@ -148,6 +174,8 @@ func New(opts Options) (*Server, error) {
 		guesses:    throttle.New(opts.Timings.AuthFailureStep, opts.Timings.AuthFailureHold),
 		upstreams:  newUpstreamClient(),
 		bodyBudget: &bodyBudget{limit: opts.BodyLimits.Budget},
+		poolConf: &poolConfig{maxQueue: opts.MaxQueueLen, keepKnown: opts.Timings.KeepKnown,
+			workerGrace: opts.WorkerGrace, breaker: opts.Breaker, log: opts.Logger},
 	}
 	s.hardStop, s.stop = context.WithCancelCause(context.Background())
 	s.metrics = newMetrics(s)
@@ -195,7 +223,7 @@ func (s *Server) relayPool(name string) *Pool {
 	if p := s.pool(name); p != nil {
 		return p
 	}
-	p := newPool(name, s.opts.MaxQueueLen, false, s.timings.KeepKnown)
+	p := newPool(name, s.poolConf, false)
 	s.pools.Store(name, p)
 	return p
 }
@@ -219,6 +247,7 @@ func (s *Server) HoldReady() (release func()) {
 // Run runs the background loops (upstream health probes, static backend model discovery)
 // until ctx ends.
 func (s *Server) Run(ctx context.Context) {
+	s.probeAll(ctx) // a backend that is down at start fails fast from the first request
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); s.healthLoop(ctx) }()

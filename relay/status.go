@@ -18,33 +18,74 @@ type MemberView struct {
 	Draining      bool     `json:"draining"`
 	Healthy       bool     `json:"healthy"`
 	Weight        float64  `json:"weight"`
+	Breaker       string   `json:"breaker,omitempty"` // upstreams: closed, open or half-open
+	breakerState  breakerState
 }
 
 type poolView struct {
-	queued  int
-	members []MemberView
+	queued      int
+	wait        time.Duration // estimated for a request that queues now
+	meanService time.Duration
+	members     []MemberView
 }
 
 func (p *Pool) view() poolView {
+	now := clock{t: time.Now()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v := poolView{queued: p.queue.len(), members: make([]MemberView, 0, len(p.members))}
+	v := poolView{queued: p.queue.len(), wait: p.estimateLocked("", &now), meanService: p.meanService,
+		members: make([]MemberView, 0, len(p.members))}
 	for _, m := range p.members {
 		models := slices.Clone(m.models)
 		if m.star {
 			models = append(models, "*")
 		}
-		kind, name := "worker", ""
+		kind, name, brk := "worker", "", ""
 		if m.kind == kindUpstream {
 			kind = "upstream"
+			if m.brk.state == breakerOpen {
+				m.brk.admits(now.t) // one whose cool-down passed is half-open by now
+			}
+			brk = m.brk.state.String()
 		} else if ws, ok := m.target.(*workerSession); ok {
 			name = ws.name
 		}
 		v.members = append(v.members, MemberView{ID: m.id, Kind: kind, Name: name, Models: models,
 			MaxConcurrent: m.maxConcurrent, ReportedLoad: m.reported, InFlight: m.inFlight,
-			Draining: m.draining, Healthy: !m.unhealthy, Weight: m.weight})
+			Draining: m.draining, Healthy: m.brk.state == breakerClosed, Weight: m.weight,
+			Breaker: brk, breakerState: m.brk.state})
 	}
 	return v
+}
+
+// poolStatus is one pool in /health and /admin/stats.
+type poolStatus struct {
+	Queued          int            `json:"queued"`
+	EstimatedWaitMS int64          `json:"estimated_wait_ms"`
+	MeanServiceMS   int64          `json:"mean_service_ms"`
+	Targets         []targetStatus `json:"targets"`
+}
+
+type targetStatus struct {
+	ID       string `json:"id"`
+	Kind     string `json:"kind"`
+	InFlight int    `json:"in_flight"`
+	Breaker  string `json:"breaker,omitempty"`
+}
+
+// poolStatuses reports every pool's queue, estimated wait and targets' breakers.
+func (s *Server) poolStatuses() map[string]poolStatus {
+	out := map[string]poolStatus{}
+	s.eachPool(func(name string, p *Pool) {
+		v := p.view()
+		ps := poolStatus{Queued: v.queued, EstimatedWaitMS: v.wait.Milliseconds(), MeanServiceMS: v.meanService.Milliseconds(),
+			Targets: make([]targetStatus, 0, len(v.members))}
+		for _, m := range v.members {
+			ps.Targets = append(ps.Targets, targetStatus{ID: m.ID, Kind: m.Kind, InFlight: m.InFlight, Breaker: m.Breaker})
+		}
+		out[name] = ps
+	})
+	return out
 }
 
 // PoolMembers returns a snapshot of a pool's targets (nil for an unknown pool).
@@ -112,6 +153,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		"queue_depth":       queued,
 		"uptime_secs":       time.Since(s.started).Seconds(),
 		"workers":           workers,
+		"pools":             s.poolStatuses(),
 	}
 	s.extraMu.Lock()
 	for _, e := range s.extras {

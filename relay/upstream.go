@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +19,6 @@ const (
 	connectTimeout   = 10 * time.Second
 	discoveryTimeout = 2 * time.Second
 	probeTimeout     = time.Second
-	failuresToEject  = 3 // consecutive connection failures that mark an upstream unhealthy
 )
 
 // upstreamClient is the one HTTP client every upstream shares, so connections are pooled per
@@ -60,8 +58,8 @@ type upstream struct {
 	base       *url.URL
 	configured []string // models from the config; empty = discover
 	clientHost bool     // send the client's Host (circuit replicas), not the upstream's own
-	failures   atomic.Int32
-	onServed   func() // optional: the control plane counts use (last-used markers)
+	apiKey     string   // the backend's own credential (never logged)
+	onServed   func()   // optional: the control plane counts use (last-used markers)
 }
 
 func newUpstream(s *Server, b Backend, static bool) (*upstream, error) {
@@ -77,7 +75,7 @@ func newUpstream(s *Server, b Backend, static bool) (*upstream, error) {
 	if id == "" {
 		id = base.Host
 	}
-	u := &upstream{srv: s, base: base, configured: b.Models, clientHost: !static}
+	u := &upstream{srv: s, base: base, configured: b.Models, clientHost: !static, apiKey: b.APIKey}
 	u.m = &member{id: id, kind: kindUpstream, seq: s.memberSeq.Add(1), target: u, speech: newSpeech(b.Dialects),
 		maxConcurrent: b.MaxConcurrent, weight: weight}
 	u.m.setModels(b.Models)
@@ -92,30 +90,35 @@ func (u *upstream) String() string {
 func (u *upstream) drained() {}
 
 // serve makes the HTTP call on the request's goroutine and streams the answer as it arrives.
-func (u *upstream) serve(ctx context.Context, req *Request, out *responder, release func()) error {
-	defer release()
+// What happened before the first byte of the answer feeds the upstream's breaker.
+func (u *upstream) serve(ctx context.Context, req *Request, out *responder, release func(outcome)) error {
+	said := outcomeNone
+	defer func() { release(said) }()
 	hreq, err := u.request(ctx, req)
 	if err != nil {
 		return errUpstream("build request")
 	}
 	resp, err := u.srv.upstreams.client.Do(hreq)
 	if err != nil {
-		if req.stream != nil && req.stream.err() != nil {
+		switch {
+		case req.stream != nil && req.stream.err() != nil:
 			return req.stream.err() // the client's body broke, not the upstream
-		}
-		if ctx.Err() != nil {
+		case ctx.Err() != nil:
+			if errors.Is(context.Cause(ctx), errRequestTimeout) {
+				said = outcomeFailed // no answer within the request timeout
+			}
 			return context.Cause(ctx)
-		}
-		if isDial(err) {
+		case isDial(err):
 			// The backend never saw the request: another target may serve it. (A pooled
 			// connection found dead is retried by the transport itself, on a fresh dial.)
-			u.connectionFailed()
+			said = outcomeRefused
 			return errTargetLost
 		}
+		said = outcomeFailed
 		return errUpstream(describe(err))
 	}
 	defer resp.Body.Close()
-	u.failures.Store(0)
+	said = judge(resp.StatusCode, out.probing)
 	if u.onServed != nil {
 		u.onServed()
 	}
@@ -127,6 +130,19 @@ func (u *upstream) serve(ctx context.Context, req *Request, out *responder, rele
 		return err
 	}
 	return u.copyBody(ctx, resp.Body, out, streaming)
+}
+
+// judge is what an answer's status says about the target: a 5xx is a failure, a 429 a busy
+// (live) target, anything else an answer. A probe's 501 means "not this API family", not a
+// failure.
+func judge(status int, probing bool) outcome {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return outcomeNone
+	case status >= 500 && !(probing && refusesDialect(status)):
+		return outcomeFailed
+	}
+	return outcomeOK
 }
 
 // request builds the upstream call: the upstream's base URL plus the client's path and query,
@@ -163,7 +179,27 @@ func (u *upstream) request(ctx context.Context, req *Request) (*http.Request, er
 	if u.clientHost {
 		hreq.Host = req.Host
 	}
+	if u.apiKey != "" {
+		hreq.Header = u.credentials(req)
+	}
 	return hreq, nil
+}
+
+// credentials are the request's headers with the backend's own key in place of whatever the
+// client sent, where the API family being sent carries it.
+func (u *upstream) credentials(req *Request) http.Header {
+	h := req.Header.Clone()
+	h.Del("Authorization")
+	h.Del("X-Api-Key")
+	if req.sentAs() == Anthropic {
+		h.Set("X-Api-Key", u.apiKey)
+		if h.Get("Anthropic-Version") == "" {
+			h.Set("Anthropic-Version", anthropicVersion)
+		}
+	} else {
+		h.Set("Authorization", "Bearer "+u.apiKey)
+	}
+	return h
 }
 
 // copyBody relays the body read by read; streams flush after every read so each event
@@ -192,14 +228,6 @@ func (u *upstream) copyBody(ctx context.Context, body io.Reader, out *responder,
 			}
 			return errUpstream(describe(err))
 		}
-	}
-}
-
-// connectionFailed counts a failed connection; enough in a row take the upstream out of
-// rotation until a probe succeeds.
-func (u *upstream) connectionFailed() {
-	if u.failures.Add(1) >= failuresToEject && u.pool != nil {
-		u.pool.update(u.m, func(m *member) { m.unhealthy = true })
 	}
 }
 

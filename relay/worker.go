@@ -65,7 +65,7 @@ type pendingReq struct {
 	lost      chan struct{} // the session ended or drained out; lostErr says how
 	lostErr   error
 	cancelled bool // guarded by session.mu
-	release   func()
+	release   func(outcome)
 	grace     *time.Timer
 }
 
@@ -277,6 +277,10 @@ func (ws *workerSession) finish(p *pendingReq) {
 	ws.mu.Lock()
 	_, held := ws.pending[p.id]
 	delete(ws.pending, p.id)
+	o := outcomeOK // (relay workers have no breaker: this feeds the pool's service time)
+	if p.cancelled {
+		o = outcomeNone
+	}
 	ws.mu.Unlock()
 	if !held {
 		return
@@ -284,7 +288,7 @@ func (ws *workerSession) finish(p *pendingReq) {
 	if p.grace != nil {
 		p.grace.Stop()
 	}
-	p.release()
+	p.release(o)
 }
 
 // cancel tells the worker to stop req; its slot is freed by the worker's response_complete or,
@@ -303,7 +307,7 @@ func (ws *workerSession) cancel(p *pendingReq, reason protocol.CancelReason) {
 }
 
 // serve sends req to the worker and relays its answer.
-func (ws *workerSession) serve(ctx context.Context, req *Request, out *responder, release func()) error {
+func (ws *workerSession) serve(ctx context.Context, req *Request, out *responder, release func(outcome)) error {
 	p := &pendingReq{
 		id:        req.ID,
 		events:    make(chan workerEvent, eventBuffer),
@@ -314,7 +318,7 @@ func (ws *workerSession) serve(ctx context.Context, req *Request, out *responder
 	ws.mu.Lock()
 	if ws.closed {
 		ws.mu.Unlock()
-		release()
+		release(outcomeNone)
 		return errTargetLost
 	}
 	ws.pending[p.id] = p

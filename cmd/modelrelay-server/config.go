@@ -40,7 +40,12 @@ type Config struct {
 	MaxFrameBytes          int64
 	DefaultMaxTokens       int // max_tokens for OpenAI requests translated to Anthropic targets
 	RequireProtocolVersion bool
-	TrustedProxies         []netip.Prefix // masked; bare IPs became /32 or /128
+	TrustedProxies         []netip.Prefix      // masked; bare IPs became /32 or /128
+	WorkerGrace            time.Duration       // wait for a model's last relay worker to come back
+	BreakerFailures        int                 // consecutive failures that open a target's breaker
+	BreakerCooldown        time.Duration       // first open period
+	BreakerMaxCooldown     time.Duration       // longest open period (the cooldown doubles up to it)
+	Fallbacks              map[string][]string // model -> alternates in order; file only
 	Backends               []BackendConfig
 	AppProxy               AppProxyConfig
 	ConfigFile             string // the file that was read, "" if none
@@ -54,6 +59,25 @@ type BackendConfig struct {
 	Weight        float64  // > 0, default 1
 	MaxConcurrent int      // 0 = no cap
 	Dialects      []string // openai, anthropic; empty = auto
+	APIKey        string   // the backend's own credential; never logged or printed
+}
+
+// String keeps APIKey out of every %v and %+v rendering (test failures, debug prints).
+func (b BackendConfig) String() string {
+	b.APIKey = secretState(b.APIKey)
+	type plain BackendConfig // no String method: no recursion
+	return fmt.Sprintf("%+v", plain(b))
+}
+
+// GoString does the same for %#v.
+func (b BackendConfig) GoString() string { return "main.BackendConfig" + b.String() }
+
+// secretState is how a secret appears in logs and prints: "set" or "unset", never its value.
+func secretState(s string) string {
+	if s == "" {
+		return "unset"
+	}
+	return "set"
 }
 
 // AppProxyConfig is the `appproxy:` section (appproxy.md section 6).
@@ -139,7 +163,14 @@ var settings = []setting{
 	{key: "default_max_tokens", flag: "default-max-tokens", env: "DEFAULT_MAX_TOKENS"},
 	{key: "require_protocol_version", flag: "require-protocol-version", env: "REQUIRE_PROTOCOL_VERSION", boolean: true},
 	{key: "trusted_proxies", flag: "trusted-proxies", env: "TRUSTED_PROXIES"},
+	{key: "worker_grace", flag: "worker-grace", env: "WORKER_GRACE"},
+	{key: "breaker_failures", flag: "breaker-failures", env: "BREAKER_FAILURES"},
+	{key: "breaker_cooldown", flag: "breaker-cooldown", env: "BREAKER_COOLDOWN"},
+	{key: "breaker_max_cooldown", flag: "breaker-max-cooldown", env: "BREAKER_MAX_COOLDOWN"},
 }
+
+// fileOnlyKeys are top-level file keys with no flag or environment variable.
+var fileOnlyKeys = []string{"appproxy", "backends", "fallbacks"}
 
 // appProxyKeys are the keys of the `appproxy:` section; each is also APPPROXY_<KEY>.
 var appProxyKeys = []string{
@@ -150,7 +181,7 @@ var appProxyKeys = []string{
 	"live_markers", "require_token_exp",
 }
 
-var backendKeys = []string{"name", "url", "models", "weight", "max_concurrent", "dialects"}
+var backendKeys = []string{"name", "url", "models", "weight", "max_concurrent", "dialects", "api_key"}
 
 // coordinatorTimeout is how long the coordinator waits for a heartbeat before marking a
 // worker LOST (appproxy.md section 1).
@@ -176,6 +207,10 @@ func defaultValues() map[string]any {
 		"max_frame_bytes":                int64(protocol.DefaultMaxFrameBytes),
 		"default_max_tokens":             4096,
 		"require_protocol_version":       false,
+		"worker_grace":                   10 * time.Second,
+		"breaker_failures":               5,
+		"breaker_cooldown":               5 * time.Second,
+		"breaker_max_cooldown":           60 * time.Second,
 		"appproxy.enabled":               false,
 		"appproxy.events_enabled":        true,
 		"appproxy.wildcard_traffic_port": 443,

@@ -262,10 +262,17 @@ func decodeConfig(k *koanf.Koanf) (Config, error) {
 		DefaultMaxTokens:       d.int("default_max_tokens"),
 		RequireProtocolVersion: d.boolean("require_protocol_version"),
 		TrustedProxies:         d.prefixes("trusted_proxies"),
+		WorkerGrace:            d.duration("worker_grace"),
+		BreakerFailures:        d.int("breaker_failures"),
+		BreakerCooldown:        d.duration("breaker_cooldown"),
+		BreakerMaxCooldown:     d.duration("breaker_max_cooldown"),
 		AppProxy:               decodeAppProxy(d),
 	}
 	if d.err == nil {
 		c.Backends = decodeBackends(d, k.Get("backends"))
+	}
+	if d.err == nil {
+		c.Fallbacks = decodeFallbacks(d, k.Get("fallbacks"))
 	}
 	return c, d.err
 }
@@ -324,6 +331,7 @@ func decodeBackends(d *decoder, v any) []BackendConfig {
 			Weight:        1,
 			MaxConcurrent: bd.int(prefix + "max_concurrent"),
 			Dialects:      bd.list(prefix + "dialects"),
+			APIKey:        bd.str(prefix + "api_key"),
 		}
 		if _, set := m["weight"]; set {
 			b.Weight = bd.float(prefix + "weight")
@@ -332,4 +340,70 @@ func decodeBackends(d *decoder, v any) []BackendConfig {
 		out = append(out, b)
 	}
 	return out
+}
+
+// decodeFallbacks reads the `fallbacks:` mapping, model -> alternates in order. A chain may
+// be a list or one string (a comma-separated string, like every other list). Checks that
+// need the whole chain (itself, duplicates) are in validateFallbacks.
+func decodeFallbacks(d *decoder, v any) map[string][]string {
+	m, ok := v.(map[string]any)
+	if v != nil && !ok {
+		d.fail("fallbacks", "must be a mapping (model: [alternate, ...])")
+		return nil
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(m))
+	for _, model := range sortedKeys(m) { // sorted: the same file always names the same key
+		key := fallbackKey(model)
+		if strings.TrimSpace(model) == "" {
+			d.fail("fallbacks", "a model name is empty")
+			return nil
+		}
+		if model != strings.TrimSpace(model) {
+			d.fail(key, "model name has leading or trailing blanks")
+			return nil
+		}
+		var items []any
+		switch x := m[model].(type) {
+		case string:
+			for _, s := range strings.Split(x, ",") {
+				items = append(items, s)
+			}
+		case []any:
+			items = x
+		default:
+			d.fail(key, "must be a list of model names")
+			return nil
+		}
+		chain := make([]string, 0, len(items))
+		for i, e := range items {
+			s, ok := e.(string)
+			if !ok {
+				d.fail(fmt.Sprintf("%s[%d]", key, i), "must be a string")
+				return nil
+			}
+			if s = strings.TrimSpace(s); s == "" {
+				d.fail(fmt.Sprintf("%s[%d]", key, i), "must not be empty")
+				return nil
+			}
+			chain = append(chain, s)
+		}
+		if len(chain) > 0 { // an empty list: no chain for this model
+			out[model] = chain
+		}
+	}
+	return out
+}
+
+// fallbackKey names a chain in messages: fallbacks.<model>, quoted when the name holds
+// blanks or control characters so the message stays on one line and the name stays visible.
+func fallbackKey(model string) string {
+	for _, r := range model {
+		if r <= ' ' || r == 0x7f || !strconv.IsPrint(r) {
+			return "fallbacks." + strconv.Quote(model)
+		}
+	}
+	return "fallbacks." + model
 }

@@ -87,6 +87,11 @@ func checkShape(m map[string]any) error {
 			return errors.New("config: appproxy: must be a mapping")
 		}
 	}
+	if v, ok := m["fallbacks"]; ok {
+		if _, ok := v.(map[string]any); !ok {
+			return errors.New("config: fallbacks: must be a mapping (model: [alternate, ...])")
+		}
+	}
 	if v, ok := m["backends"]; ok {
 		list, ok := v.([]any)
 		if !ok {
@@ -187,7 +192,7 @@ func isEnvName(s string) bool {
 // unknownKeyWarnings names every key the server does not read; misspelled keys otherwise
 // vanish without a trace.
 func unknownKeyWarnings(path string, m map[string]any) []string {
-	top := []string{"appproxy", "backends"}
+	top := slices.Clone(fileOnlyKeys)
 	for _, s := range settings {
 		top = append(top, s.key)
 	}

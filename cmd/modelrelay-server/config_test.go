@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"modelrelay/relay"
 )
 
 // loadCase runs LoadConfig with a private environment and, when file is non-empty, a config
@@ -72,6 +76,10 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		DefaultMaxTokens:   4096,
 		MaxModelsPerWorker: 256,
 		MaxStreamBytes:     10737418240,
+		WorkerGrace:        10 * time.Second,
+		BreakerFailures:    5,
+		BreakerCooldown:    5 * time.Second,
+		BreakerMaxCooldown: 60 * time.Second,
 		AppProxy: AppProxyConfig{
 			EventsEnabled:       true,
 			Authority:           host,
@@ -134,6 +142,22 @@ func TestPrecedence(t *testing.T) {
 			vals:    layers{"3", "2", "1"},
 			get:     func(c Config) any { return c.MaxStreamBytes },
 			fileVal: int64(1), envVal: int64(2), flagVal: int64(3), defaultVal: int64(10737418240)},
+		{key: "worker_grace", flag: "worker-grace", env: "WORKER_GRACE",
+			vals:    layers{"3s", "2", "0"},
+			get:     func(c Config) any { return c.WorkerGrace },
+			fileVal: time.Duration(0), envVal: 2 * time.Second, flagVal: 3 * time.Second, defaultVal: 10 * time.Second},
+		{key: "breaker_failures", flag: "breaker-failures", env: "BREAKER_FAILURES",
+			vals:    layers{"3", "2", "1"},
+			get:     func(c Config) any { return c.BreakerFailures },
+			fileVal: 1, envVal: 2, flagVal: 3, defaultVal: 5},
+		{key: "breaker_cooldown", flag: "breaker-cooldown", env: "BREAKER_COOLDOWN",
+			vals:    layers{"3s", "2", "1s"},
+			get:     func(c Config) any { return c.BreakerCooldown },
+			fileVal: time.Second, envVal: 2 * time.Second, flagVal: 3 * time.Second, defaultVal: 5 * time.Second},
+		{key: "breaker_max_cooldown", flag: "breaker-max-cooldown", env: "BREAKER_MAX_COOLDOWN",
+			vals:    layers{"3m", "120", "90s"},
+			get:     func(c Config) any { return c.BreakerMaxCooldown },
+			fileVal: 90 * time.Second, envVal: 2 * time.Minute, flagVal: 3 * time.Minute, defaultVal: time.Minute},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key, func(t *testing.T) {
@@ -230,6 +254,14 @@ worker_secret: ws
 max_queue_len: 7
 queue_timeout: 1m30s
 trusted_proxies: [10.0.0.0/8, 192.168.1.7]
+worker_grace: 2s
+breaker_failures: 3
+breaker_cooldown: 1s
+breaker_max_cooldown: 30s
+fallbacks:
+  llama-3-70b: [llama-3-8b, gpt-4o-mini]
+  llama-3.1-8b: gpt-4o-mini
+  "Qwen/Qwen2.5-7B": [qwen-fallback]
 backends:
   - name: vllm
     url: http://127.0.0.1:8000
@@ -238,6 +270,7 @@ backends:
     max_concurrent: 3
   - url: http://127.0.0.1:8001
     models: "a, b"
+    api_key: sk-file-key
 ` + validAppProxyYAML
 	tomlFile := `
 listen = "0.0.0.0:9000"
@@ -245,6 +278,15 @@ worker_secret = "ws"
 max_queue_len = 7
 queue_timeout = "1m30s"
 trusted_proxies = ["10.0.0.0/8", "192.168.1.7"]
+worker_grace = 2
+breaker_failures = 3
+breaker_cooldown = "1s"
+breaker_max_cooldown = 30
+
+[fallbacks]
+llama-3-70b = ["llama-3-8b", "gpt-4o-mini"]
+"llama-3.1-8b" = "gpt-4o-mini"
+"Qwen/Qwen2.5-7B" = ["qwen-fallback"]
 
 [[backends]]
 name = "vllm"
@@ -256,6 +298,7 @@ max_concurrent = 3
 [[backends]]
 url = "http://127.0.0.1:8001"
 models = "a, b"
+api_key = "sk-file-key"
 ` + validAppProxyTOML
 	want := Config{
 		Listen: "0.0.0.0:9000", WorkerSecret: "ws", Provider: "local", MaxQueueLen: 7,
@@ -265,9 +308,15 @@ models = "a, b"
 		MaxFrameBytes:    64 << 20,
 		DefaultMaxTokens: 4096,
 		TrustedProxies:   []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")},
+		WorkerGrace:      2 * time.Second, BreakerFailures: 3, BreakerCooldown: time.Second, BreakerMaxCooldown: 30 * time.Second,
+		Fallbacks: map[string][]string{
+			"llama-3-70b":     {"llama-3-8b", "gpt-4o-mini"},
+			"llama-3.1-8b":    {"gpt-4o-mini"},
+			"Qwen/Qwen2.5-7B": {"qwen-fallback"},
+		},
 		Backends: []BackendConfig{
 			{Name: "vllm", URL: "http://127.0.0.1:8000", Models: []string{"llama3-8b", "qwen"}, Weight: 2.5, MaxConcurrent: 3},
-			{Name: "127.0.0.1:8001", URL: "http://127.0.0.1:8001", Models: []string{"a", "b"}, Weight: 1},
+			{Name: "127.0.0.1:8001", URL: "http://127.0.0.1:8001", Models: []string{"a", "b"}, Weight: 1, APIKey: "sk-file-key"},
 		},
 		AppProxy: AppProxyConfig{
 			Enabled: true, CoordinatorURL: "http://coordinator:10200", APISecret: "api-s", JWTSecret: "jwt-s",
@@ -450,6 +499,36 @@ func TestValidationErrors(t *testing.T) {
 		{"backend weight", file("backends: [{url: 'http://a:1', weight: 0}]"), `config: backends[0].weight: must be positive, got 0`},
 		{"backend dialect", file("backends: [{url: 'http://a:1', dialects: [openai, gemini]}]"), `config: backends[0].dialects: unknown API family "gemini" (want openai, anthropic or auto)`},
 		{"backend dialect auto mixed", file("backends: [{url: 'http://a:1', dialects: [auto, openai]}]"), `config: backends[0].dialects: "auto" cannot be combined with a family`},
+		{"worker grace negative", loadCase{env: map[string]string{"WORKER_GRACE": "-1s"}}, `config: worker_grace: must not be negative, got "-1s"`},
+		{"worker grace text", loadCase{args: []string{"--worker-grace=soon"}}, `config: worker_grace: invalid duration "soon" (want e.g. 30s, 5m or a number of seconds)`},
+		{"worker grace zero ok", file("worker_grace: 0"), ""},
+		{"breaker failures zero", file("breaker_failures: 0"), `config: breaker_failures: must be at least 1, got 0`},
+		{"breaker failures negative", loadCase{env: map[string]string{"BREAKER_FAILURES": "-3"}}, `config: breaker_failures: must not be negative, got -3`},
+		{"breaker failures text", loadCase{args: []string{"--breaker-failures", "five"}}, `config: breaker_failures: invalid integer "five"`},
+		{"breaker cooldown zero", loadCase{args: []string{"--breaker-cooldown=0s"}}, `config: breaker_cooldown: must be positive`},
+		{"breaker cooldown negative", file("breaker_cooldown: -1"), `config: breaker_cooldown: must not be negative, got -1`},
+		{"breaker max below cooldown", loadCase{env: map[string]string{"BREAKER_COOLDOWN": "10s", "BREAKER_MAX_COOLDOWN": "5s"}}, `config: breaker_max_cooldown: must be at least breaker_cooldown (10s), got 5s`},
+		{"breaker max below default cooldown", file("breaker_max_cooldown: 1"), `config: breaker_max_cooldown: must be at least breaker_cooldown (5s), got 1s`},
+		{"breaker max equal ok", file("breaker_cooldown: 7s\nbreaker_max_cooldown: 7"), ""},
+		{"fallbacks shape", file("fallbacks: [a, b]"), `config: fallbacks: must be a mapping (model: [alternate, ...])`},
+		{"fallbacks shape toml", loadCase{file: `fallbacks = "a"`, name: "c.toml"}, `config: fallbacks: must be a mapping (model: [alternate, ...])`},
+		{"fallbacks chain type", file("fallbacks: {a: {b: c}}"), `config: fallbacks.a: must be a list of model names`},
+		{"fallbacks chain number", file("fallbacks: {a: 7}"), `config: fallbacks.a: must be a list of model names`},
+		{"fallbacks element type", file("fallbacks: {a: [b, 7]}"), `config: fallbacks.a[1]: must be a string`},
+		{"fallbacks element empty", file("fallbacks: {a: [b, '  ']}"), `config: fallbacks.a[1]: must not be empty`},
+		{"fallbacks string empty", file("fallbacks: {a: ''}"), `config: fallbacks.a[0]: must not be empty`},
+		{"fallbacks empty model", file("fallbacks: {'': [b]}"), `config: fallbacks: a model name is empty`},
+		{"fallbacks blank model", file("fallbacks: {' a': [b]}"), `config: fallbacks." a": model name has leading or trailing blanks`},
+		{"fallbacks control char model", file(`fallbacks: {"a\nb": ["a\nb"]}`), `config: fallbacks."a\nb": the chain lists "a\nb" itself`},
+		{"fallbacks itself", file("fallbacks:\n  llama-3-70b: [llama-3-8b, llama-3-70b]\n"), `config: fallbacks.llama-3-70b: the chain lists "llama-3-70b" itself`},
+		{"fallbacks itself as string", file("fallbacks: {m: m}"), `config: fallbacks.m: the chain lists "m" itself`},
+		{"fallbacks duplicate", file("fallbacks:\n  b: [x]\n  a: [x, y, x]\n"), `config: fallbacks.a: "x" is listed twice`},
+		{"fallbacks duplicate after trim", loadCase{file: "[fallbacks]\n\"m.1\" = [\"x\", \" x \"]\n", name: "c.toml"}, `config: fallbacks.m.1: "x" is listed twice`},
+		{"fallbacks empty list ok", file("fallbacks: {a: []}"), ""},
+		{"backend api key type", file("backends: [{url: 'http://a:1', api_key: 12345}]"), `config: backends[0].api_key: must be a string (quote the value)`},
+		{"backend api key bearer", file("backends: [{url: 'https://a', api_key: 'Bearer sk-12345'}]"), `config: backends[0].api_key: must be the bare key, without blanks (the relay adds "Bearer " itself)`},
+		{"backend api key control", file(`backends: [{url: 'https://a', api_key: "sk-1\u000112345"}]`), `config: backends[0].api_key: must not contain control characters`},
+		{"backend api key unset env", file("backends: [{url: 'https://a', api_key: '${NO_SUCH_KEY}'}]"), `config: backends[0].api_key: environment variable NO_SUCH_KEY is not set`},
 		{"default max tokens", file("default_max_tokens: 0"), `config: default_max_tokens: must be positive, got 0`},
 		{"backend weight text", file("backends: [{url: 'http://a:1', weight: heavy}]"), `config: backends[0].weight: invalid number "heavy"`},
 		{"backend concurrency", file("backends: [{url: 'http://a:1', max_concurrent: -2}]"), `config: backends[0].max_concurrent: must not be negative, got -2`},
@@ -516,6 +595,9 @@ func TestValidationErrors(t *testing.T) {
 			if msg != tc.want {
 				t.Errorf("error\n got %s\nwant %s", msg, tc.want)
 			}
+			if strings.Contains(msg, "sk-") {
+				t.Errorf("error leaks an api_key: %s", msg)
+			}
 			for _, secret := range []string{"pw", "12345", "api-s", "jwt-s"} {
 				if strings.Contains(strings.ReplaceAll(msg, "xxxxx", ""), ":"+secret+"@") || strings.HasSuffix(msg, secret) {
 					t.Errorf("error leaks %q: %s", secret, msg)
@@ -533,9 +615,16 @@ appproxy:
   enabled: false
   heartbeat: 5s
 backends:
-  - url: http://a:1
+  - url: https://a:1
     wieght: 2
+    api_key: k
+    apikey: k
 zzz: 1
+fallbacks:
+  m: [n]
+fallback:
+  m: [n]
+breaker_failure: 3
 `}.load(t)
 	if err != nil {
 		t.Fatal(err)
@@ -545,6 +634,9 @@ zzz: 1
 		`unknown key "zzz" ignored`,
 		`unknown key "appproxy.heartbeat" ignored`,
 		`unknown key "backends[0].wieght" ignored (did you mean "weight"?)`,
+		`unknown key "backends[0].apikey" ignored (did you mean "api_key"?)`,
+		`unknown key "fallback" ignored (did you mean "fallbacks"?)`,
+		`unknown key "breaker_failure" ignored (did you mean "breaker_failures"?)`,
 	}
 	for _, part := range wantParts {
 		if !slices.ContainsFunc(warns, func(w string) bool { return strings.Contains(w, part) }) {
@@ -643,6 +735,140 @@ func TestUsageNamesEveryFlag(t *testing.T) {
 	}
 }
 
+// TestConfigAPIKey: a backend's api_key takes ${ENV}, reaches relay.Backend, and appears in
+// no summary, print or error; an http:// URL to another host is warned about.
+func TestConfigAPIKey(t *testing.T) {
+	const key = "sk-live-0123456789abcdef"
+	cfg, warns := mustLoad(t, loadCase{
+		env: map[string]string{"OPENAI_API_KEY": key, "WORKER_SECRET": "s"},
+		file: `
+backends:
+  - name: cloud
+    url: https://api.openai.com
+    models: [gpt-4o-mini]
+    api_key: ${OPENAI_API_KEY}
+  - name: local
+    url: http://127.0.0.1:8000
+    api_key: "local-${OPENAI_API_KEY}"
+  - name: plain
+    url: http://10.0.0.5:8000
+`})
+	if cfg.Backends[0].APIKey != key || cfg.Backends[1].APIKey != "local-"+key || cfg.Backends[2].APIKey != "" {
+		t.Fatalf("api keys not expanded: %q %q %q", cfg.Backends[0].APIKey, cfg.Backends[1].APIKey, cfg.Backends[2].APIKey)
+	}
+	if len(warns) != 0 {
+		t.Errorf("unexpected warnings %q", warns)
+	}
+	opts := relayOptions(cfg, slog.New(slog.DiscardHandler))
+	if opts.Backends[0].APIKey != key || opts.Backends[2].APIKey != "" {
+		t.Errorf("relay.Backend api keys: %q, %q", opts.Backends[0].APIKey, opts.Backends[2].APIKey)
+	}
+
+	var logged bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewTextHandler(&logged, nil), slog.NewJSONHandler(&logged, nil)} {
+		slog.New(h).Info("config", "config", cfg)
+	}
+	shown := map[string]string{
+		"LogValue":   cfg.LogValue().String(),
+		"slog":       logged.String(),
+		"%v":         fmt.Sprintf("%v", cfg),
+		"%+v":        fmt.Sprintf("%+v", cfg),
+		"%#v":        fmt.Sprintf("%#v", cfg),
+		"backend %v": fmt.Sprint(cfg.Backends[0]),
+	}
+	for how, text := range shown {
+		if strings.Contains(text, key) || strings.Contains(text, "0123456789abcdef") {
+			t.Errorf("%s leaks the api_key: %s", how, text)
+		}
+	}
+	if !strings.Contains(logged.String(), "backends_with_api_key=2") {
+		t.Errorf("summary does not count keyed backends: %s", logged.String())
+	}
+	if !strings.Contains(shown["%+v"], "APIKey:set") || !strings.Contains(shown["%+v"], "APIKey:unset") {
+		t.Errorf("%%+v should say set/unset: %s", shown["%+v"])
+	}
+
+	_, warns = mustLoad(t, loadCase{env: map[string]string{"K": key}, file: `
+backends:
+  - {name: remote, url: "http://gpu-box:8000", api_key: "${K}"}
+  - {url: "http://localhost:8001", api_key: "${K}"}
+  - {url: "http://[::1]:8002", api_key: "${K}"}
+`})
+	if len(warns) != 1 || !strings.Contains(warns[0], "backends[0].api_key: sent over plain http to remote") || strings.Contains(warns[0], key) {
+		t.Errorf("warnings %q, want one about backends[0] over plain http", warns)
+	}
+}
+
+// TestConfigFallbacks: chains from the file reach relay.Options; model names keep dots and
+// slashes; a single string is a one-element chain; an empty list is no chain.
+func TestConfigFallbacks(t *testing.T) {
+	want := map[string][]string{
+		"llama-3-70b":              {"llama-3-8b", "gpt-4o-mini"},
+		"meta-llama/Llama-3.1-70B": {"llama-3.1-8b"},
+		"a.b.c":                    {"x", "y"},
+	}
+	cases := []loadCase{
+		{name: "c.yaml", file: `
+fallbacks:
+  llama-3-70b: [llama-3-8b, gpt-4o-mini]
+  meta-llama/Llama-3.1-70B: llama-3.1-8b
+  a.b.c:
+    - x
+    - y
+  no-chain: []
+worker_secret: s
+`},
+		{name: "c.toml", file: `
+worker_secret = "s"
+[fallbacks]
+llama-3-70b = ["llama-3-8b", "gpt-4o-mini"]
+"meta-llama/Llama-3.1-70B" = "llama-3.1-8b"
+"a.b.c" = "x, y"
+no-chain = []
+`},
+	}
+	for _, lc := range cases {
+		t.Run(lc.name, func(t *testing.T) {
+			cfg, warns := mustLoad(t, lc)
+			if !reflect.DeepEqual(cfg.Fallbacks, want) {
+				t.Errorf("fallbacks = %q, want %q", cfg.Fallbacks, want)
+			}
+			if len(warns) != 0 {
+				t.Errorf("fallbacks must not be an unknown key: warnings %q", warns)
+			}
+			opts := relayOptions(cfg, slog.New(slog.DiscardHandler))
+			if !reflect.DeepEqual(opts.Fallbacks, want) {
+				t.Errorf("relay.Options.Fallbacks = %q", opts.Fallbacks)
+			}
+		})
+	}
+	cfg, _ := mustLoad(t, loadCase{env: map[string]string{"ALT": "gpt-4o"}, file: "fallbacks: {m: ['${ALT}']}\n"})
+	if !slices.Equal(cfg.Fallbacks["m"], []string{"gpt-4o"}) {
+		t.Errorf("fallbacks with ${ENV}: %q", cfg.Fallbacks)
+	}
+	if cfg, _ := mustLoad(t, loadCase{}); cfg.Fallbacks != nil {
+		t.Errorf("no file: fallbacks = %q, want nil", cfg.Fallbacks)
+	}
+}
+
+// TestConfigWiresRelayOptions: the failover settings reach relay.Options.
+func TestConfigWiresRelayOptions(t *testing.T) {
+	cfg, _ := mustLoad(t, loadCase{args: []string{"--worker-grace=0", "--breaker-failures=2"},
+		env: map[string]string{"BREAKER_COOLDOWN": "1.5", "WORKER_SECRET": "s"}, file: "breaker_max_cooldown: 2m\n"})
+	opts := relayOptions(cfg, slog.New(slog.DiscardHandler))
+	if opts.WorkerGrace >= 0 {
+		t.Errorf("WorkerGrace = %v, want negative (relay: no grace)", opts.WorkerGrace)
+	}
+	if want := (relay.BreakerOptions{Failures: 2, Cooldown: 1500 * time.Millisecond, MaxCooldown: 2 * time.Minute}); opts.Breaker != want {
+		t.Errorf("Breaker = %+v, want %+v", opts.Breaker, want)
+	}
+	def, _ := mustLoad(t, loadCase{})
+	opts = relayOptions(def, slog.New(slog.DiscardHandler))
+	if want := (relay.BreakerOptions{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: time.Minute}); opts.Breaker != want || opts.WorkerGrace != 10*time.Second {
+		t.Errorf("defaults: Breaker = %+v, WorkerGrace = %v", opts.Breaker, opts.WorkerGrace)
+	}
+}
+
 func TestLogValueHidesSecrets(t *testing.T) {
 	cfg, _ := mustLoad(t, loadCase{file: validAppProxyYAML, env: map[string]string{"WORKER_SECRET": "ws-secret", "MODELRELAY_ADMIN_TOKEN": "adm-secret"}})
 	text := cfg.LogValue().String()
@@ -670,6 +896,7 @@ func FuzzConfigFile(f *testing.F) {
 	f.Add([]byte("appproxy: [1, 2]\nqueue_timeout: 1e400\n"))
 	f.Add([]byte("trusted_proxies: ['::ffff:0.0.0.0/96']\n1: {2: 3}\n"))
 	f.Add([]byte("max_queue_len: 9223372036854775808\nrequest_timeout: -0.0\n"))
+	f.Add([]byte("fallbacks: {a: [b, a], 'c\\td': [x, x], 1: 2}\nbackends: [{url: 'http://h', api_key: 'k\\n'}]\n"))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(dir, "fuzz.yaml")

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
 
@@ -76,7 +77,19 @@ func (c Config) validate() error {
 	if c.BodyBudgetBytes < c.MaxBodyBytes {
 		return fmt.Errorf("config: body_budget_bytes: must be at least max_body_bytes (%d), got %d", c.MaxBodyBytes, c.BodyBudgetBytes)
 	}
+	if c.BreakerFailures < 1 {
+		return fmt.Errorf("config: breaker_failures: must be at least 1, got %d", c.BreakerFailures)
+	}
+	if c.BreakerCooldown == 0 {
+		return errors.New("config: breaker_cooldown: must be positive")
+	}
+	if c.BreakerMaxCooldown < c.BreakerCooldown {
+		return fmt.Errorf("config: breaker_max_cooldown: must be at least breaker_cooldown (%s), got %s", c.BreakerCooldown, c.BreakerMaxCooldown)
+	}
 	if err := validateBackends(c.Backends); err != nil {
+		return err
+	}
+	if err := validateFallbacks(c.Fallbacks); err != nil {
 		return err
 	}
 	return c.AppProxy.validate()
@@ -109,6 +122,45 @@ func validateBackends(backends []BackendConfig) error {
 		}
 		if _, err := parseDialects(b.Dialects); err != nil {
 			return fmt.Errorf("config: backends[%d].dialects: %w", i, err)
+		}
+		if err := checkAPIKey(b.APIKey); err != nil {
+			return fmt.Errorf("config: backends[%d].api_key: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// checkAPIKey wants the bare key: it goes into a header as is. Never echoes the value.
+func checkAPIKey(key string) error {
+	if strings.IndexFunc(key, unicode.IsSpace) >= 0 {
+		return errors.New(`must be the bare key, without blanks (the relay adds "Bearer " itself)`)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] == 0x7f {
+			return errors.New("must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// validateFallbacks checks each chain as a whole: it is walked once, so naming its own model
+// or one model twice is a mistake. Errors name fallbacks.<model>.
+func validateFallbacks(chains map[string][]string) error {
+	models := make([]string, 0, len(chains))
+	for model := range chains {
+		models = append(models, model)
+	}
+	slices.Sort(models) // the same file always names the same key
+	for _, model := range models {
+		seen := map[string]bool{}
+		for _, alt := range chains[model] {
+			if alt == model {
+				return fmt.Errorf("config: %s: the chain lists %s itself", fallbackKey(model), strconv.Quote(model))
+			}
+			if seen[alt] {
+				return fmt.Errorf("config: %s: %s is listed twice", fallbackKey(model), strconv.Quote(alt))
+			}
+			seen[alt] = true
 		}
 	}
 	return nil
@@ -298,19 +350,39 @@ func (c Config) warnings(explicit map[string]bool) []string {
 			out = append(out, "no worker secret is set, so relay workers cannot join: set --worker-secret or WORKER_SECRET (or add backends: to the config file)")
 		}
 	}
+	for i, b := range c.Backends {
+		if b.APIKey != "" && sentInClear(b.URL) {
+			out = append(out, fmt.Sprintf("config: backends[%d].api_key: sent over plain http to %s; use https:// for a remote backend", i, b.Name))
+		}
+	}
 	if c.RequireAPIKeys {
 		out = append(out, "config: require_api_keys: reserved for client API keys, which are not implemented yet; it has no effect")
 	}
 	return out
 }
 
-// LogValue lets the effective configuration be logged at start-up without its secrets.
+// sentInClear reports an http:// URL whose host is not this machine.
+func sentInClear(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	host := u.Hostname()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return !ip.IsLoopback()
+	}
+	return host != "localhost" && !strings.HasSuffix(host, ".localhost")
+}
+
+// LogValue lets the effective configuration be logged at start-up without its secrets
+// (secrets appear as "set" or "unset"; backends' api_key values never appear at all).
 func (c Config) LogValue() slog.Value {
-	secret := func(s string) string {
-		if s == "" {
-			return "unset"
+	secret := secretState
+	keyed := 0
+	for _, b := range c.Backends {
+		if b.APIKey != "" {
+			keyed++
 		}
-		return "set"
 	}
 	a := c.AppProxy
 	return slog.GroupValue(
@@ -323,6 +395,12 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("request_timeout", c.RequestTimeout),
 		slog.Duration("drain_timeout", c.DrainTimeout),
 		slog.Int("backends", len(c.Backends)),
+		slog.Int("backends_with_api_key", keyed),
+		slog.Int("fallbacks", len(c.Fallbacks)),
+		slog.Duration("worker_grace", c.WorkerGrace),
+		slog.Int("breaker_failures", c.BreakerFailures),
+		slog.Duration("breaker_cooldown", c.BreakerCooldown),
+		slog.Duration("breaker_max_cooldown", c.BreakerMaxCooldown),
 		slog.Int("trusted_proxies", len(c.TrustedProxies)),
 		slog.String("config_file", c.ConfigFile),
 		slog.Bool("appproxy", a.Enabled),

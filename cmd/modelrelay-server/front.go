@@ -67,7 +67,11 @@ func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.
 		return
 	}
 	if d, ok := inferenceCall(r); ok {
-		f.relay.ServeInference(w, r, d, c.Pool)
+		// Pinned to the circuit; when none of its replicas can serve, the chain of its
+		// canonical model takes over, among what this caller may use (after its checks above).
+		ip, _ := ingress.ClientIP(r, f.trusted)
+		f.relay.ServeInferenceAt(w, r, d, relay.Placement{Pool: c.Pool, Model: c.Model,
+			ByModel: f.poolsFor(f.verifier.Caller(r, ip))})
 		return
 	}
 	f.relay.ServePassThrough(w, r, c.Pool)
@@ -93,7 +97,13 @@ func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost boo
 		relay.WriteModels(w, f.modelsFor(caller))
 		return
 	}
-	f.relay.ServeInferenceFor(w, r, d, func(model string) ([]string, http.Handler) {
+	f.relay.ServeInferenceAt(w, r, d, relay.Placement{ByModel: f.poolsFor(caller)})
+}
+
+// poolsFor names, for a model, the circuits serving it that caller may use, else the relay's
+// own pool (relay workers and static backends).
+func (f *front) poolsFor(caller ingress.Caller) func(model string) []string {
+	return func(model string) []string {
 		table := f.router.Table()
 		var candidates []*ingress.Circuit
 		for _, pool := range f.circuits.PoolsFor(model) {
@@ -106,14 +116,14 @@ func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost boo
 		// own host still answers 401/403: its name is no secret to whoever holds it.)
 		kept, _ := caller.Filter(candidates)
 		if len(kept) == 0 {
-			return []string{f.relay.Provider()}, nil // relay workers and static backends
+			return []string{f.relay.Provider()}
 		}
 		pools := make([]string, len(kept))
 		for i, c := range kept {
 			pools[i] = c.Pool
 		}
-		return pools, nil
-	})
+		return pools
+	}
 }
 
 // modelsFor lists the models the caller may use: its circuits' and the relay pool's.

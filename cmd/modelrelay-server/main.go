@@ -74,7 +74,13 @@ func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 	for _, b := range cfg.Backends {
 		dialects, _ := parseDialects(b.Dialects) // validated with the config
 		backends = append(backends, relay.Backend{Name: b.Name, URL: b.URL, Models: b.Models,
-			Weight: b.Weight, MaxConcurrent: b.MaxConcurrent, Dialects: dialects})
+			Weight: b.Weight, MaxConcurrent: b.MaxConcurrent, Dialects: dialects, APIKey: b.APIKey})
+	}
+	breaker := relay.BreakerOptions{Failures: cfg.BreakerFailures, Cooldown: cfg.BreakerCooldown,
+		MaxCooldown: cfg.BreakerMaxCooldown}
+	grace := cfg.WorkerGrace
+	if grace == 0 {
+		grace = -1 // relay: negative = no grace (zero takes its default)
 	}
 	return relay.Options{
 		Provider:               cfg.Provider,
@@ -93,6 +99,9 @@ func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 		RequireProtocolVersion: cfg.RequireProtocolVersion,
 		TrustedProxies:         cfg.TrustedProxies,
 		Backends:               backends,
+		Fallbacks:              cfg.Fallbacks,
+		WorkerGrace:            grace,
+		Breaker:                breaker,
 		Version:                version,
 		Logger:                 log,
 		Timings:                relay.Timings{HealthInterval: cfg.AppProxy.HealthCheckInterval},

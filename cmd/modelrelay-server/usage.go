@@ -52,6 +52,20 @@ Queueing:
   --drain-timeout DURATION       on SIGTERM, how long in-flight requests may finish
                                  env DRAIN_TIMEOUT_SECS, default 30s
 
+Failover:
+  --worker-grace DURATION        when a model's last relay worker leaves, how long its
+                                 requests wait for one to return before 503 (0 = none)
+                                 env WORKER_GRACE, default 10s
+  --breaker-failures N           consecutive failures (connect error, timeout, 5xx) before
+                                 first byte that open a target's breaker
+                                 env BREAKER_FAILURES, default 5
+  --breaker-cooldown DURATION    how long an open breaker keeps traffic away before one
+                                 trial request; doubles after each failed trial
+                                 env BREAKER_COOLDOWN, default 5s
+  --breaker-max-cooldown DURATION
+                                 longest cooldown (at least --breaker-cooldown)
+                                 env BREAKER_MAX_COOLDOWN, default 60s
+
 Limits:
   --max-body-bytes N             largest request body
                                  env MAX_BODY_BYTES, default 33554432 (32 MiB)
@@ -92,9 +106,11 @@ Config file:
   -h, --help                     print this help and exit
   --version                      print the version and exit
 
-Static upstreams (the backends: list) and AppProxy worker mode (the appproxy:
-section) are set in the config file; every appproxy key can also be set from the
-environment as APPPROXY_<KEY>, for example APPPROXY_API_SECRET. See
-configs/standalone.yaml and configs/appproxy.yaml for commented examples.
+Static upstreams (the backends: list, each with an optional api_key for cloud
+endpoints), fallback chains (fallbacks: model: [alternate, ...]) and AppProxy
+worker mode (the appproxy: section) are set in the config file; every appproxy
+key can also be set from the environment as APPPROXY_<KEY>, for example
+APPPROXY_API_SECRET. See configs/standalone.yaml and configs/appproxy.yaml for
+commented examples.
 `
 }

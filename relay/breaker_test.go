@@ -1,0 +1,84 @@
+package relay
+
+import (
+	"testing"
+	"time"
+)
+
+// The breaker of gateway.md section 2: 5 failures open it; open 5 s, then one trial; a failed
+// trial doubles the cool-down up to 60 s; a good one closes it and resets the cool-down; a 429
+// counts for nothing.
+func TestBreakerStateMachine(t *testing.T) {
+	opts := BreakerOptions{}
+	opts.fill()
+	var b breaker
+	now := time.Unix(1000, 0)
+	for i := range 4 {
+		if b.record(outcomeFailed, now, &opts) {
+			t.Fatalf("opened after %d failures", i+1)
+		}
+	}
+	b.record(outcomeNone, now, &opts) // a 429 neither counts nor resets
+	if !b.record(outcomeFailed, now, &opts) || b.state != breakerOpen {
+		t.Fatalf("5th failure: %+v", b)
+	}
+	wantOpen := func(at time.Time, cooldown time.Duration) {
+		t.Helper()
+		if b.admits(at.Add(cooldown - time.Millisecond)) {
+			t.Fatalf("admitted before the %v cool-down ended", cooldown)
+		}
+		if !b.admits(at.Add(cooldown)) || b.state != breakerHalfOpen {
+			t.Fatalf("not half-open after %v: %+v", cooldown, b)
+		}
+		b.taken()
+		if b.admits(at.Add(cooldown)) {
+			t.Fatal("a second trial went out")
+		}
+	}
+	wantOpen(now, 5*time.Second)
+	for _, cooldown := range []time.Duration{10, 20, 40, 60, 60} {
+		now = now.Add(time.Minute)
+		b.record(outcomeFailed, now, &opts) // the trial failed
+		wantOpen(now, cooldown*time.Second)
+	}
+	b.record(outcomeOK, now, &opts)
+	if b.state != breakerClosed || !b.admits(now) {
+		t.Fatalf("a good trial did not close it: %+v", b)
+	}
+	for range 5 {
+		b.record(outcomeFailed, now, &opts)
+	}
+	wantOpen(now, 5*time.Second) // the cool-down started over
+}
+
+// Refused connections open it after 3 (the AppProxy passive health), a failed probe at once;
+// a probe that connects again sends the trial without waiting out the cool-down.
+func TestBreakerRefusalsAndProbes(t *testing.T) {
+	opts := BreakerOptions{}
+	opts.fill()
+	var b breaker
+	now := time.Unix(1000, 0)
+	b.record(outcomeRefused, now, &opts)
+	b.record(outcomeRefused, now, &opts)
+	if !b.record(outcomeRefused, now, &opts) {
+		t.Fatal("3 refused connections did not open it")
+	}
+	if b.probed(false, now, &opts) || b.admits(now.Add(time.Second)) {
+		t.Fatal("a failed probe changed an open breaker")
+	}
+	b.probed(true, now.Add(time.Second), &opts)
+	if !b.admits(now.Add(time.Second)) {
+		t.Fatal("a probe that connects did not let the trial go")
+	}
+
+	var c breaker
+	if !c.probed(false, now, &opts) || c.admits(now) {
+		t.Fatal("a failed probe did not open a closed breaker")
+	}
+	c.admits(now.Add(5 * time.Second))
+	c.taken()
+	c.record(outcomeNone, now, &opts) // the trial's client left: it proved nothing
+	if !c.admits(now.Add(5 * time.Second)) {
+		t.Fatal("a trial that said nothing used up the half-open state")
+	}
+}

@@ -1,0 +1,166 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+)
+
+// This file edits the top level of a JSON object without decoding the rest: a fallback sends
+// the client's body with another model, and x_pool_options is the relay's, never a target's.
+// Everything else travels byte for byte.
+
+var errNotObject = errors.New("not a JSON object")
+
+// objMember is one top-level "key": value of an object, as byte offsets into the body.
+type objMember struct {
+	key        string
+	start, end int // from the key's opening quote to the end of the value
+}
+
+// objectMembers lists the top-level members of a JSON object, in order. It trusts nothing: on
+// anything that is not an object it returns errNotObject, never panics.
+func objectMembers(b []byte) ([]objMember, error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, errNotObject
+	}
+	i = skipSpace(b, i+1)
+	var out []objMember
+	if i < len(b) && b[i] == '}' {
+		return out, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return nil, errNotObject
+		}
+		start := i
+		keyEnd, err := skipString(b, i)
+		if err != nil {
+			return nil, err
+		}
+		key, err := unquoteKey(b[i:keyEnd])
+		if err != nil {
+			return nil, err
+		}
+		i = skipSpace(b, keyEnd)
+		if i >= len(b) || b[i] != ':' {
+			return nil, errNotObject
+		}
+		valEnd, err := skipValue(b, skipSpace(b, i+1))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objMember{key: key, start: start, end: valEnd})
+		i = skipSpace(b, valEnd)
+		if i >= len(b) {
+			return nil, errNotObject
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return out, nil
+		default:
+			return nil, errNotObject
+		}
+	}
+}
+
+// rewriteObject returns the object without its top-level members named in drop and, when
+// model is not empty, with "model" set to it (the first member; every earlier "model" goes).
+// Keys compare after unescaping, as a JSON decoder would read them.
+func rewriteObject(b []byte, model string, drop ...string) ([]byte, error) {
+	members, err := objectMembers(b)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(b)+len(model)+16)
+	out = append(out, '{')
+	if model != "" {
+		q, _ := json.Marshal(model) // a Go string always encodes
+		out = append(append(append(out, `"model":`...), q...), ',')
+	}
+	for _, m := range members {
+		if (model != "" && m.key == "model") || slices.Contains(drop, m.key) {
+			continue
+		}
+		out = append(append(out, b[m.start:m.end]...), ',')
+	}
+	if out[len(out)-1] == ',' {
+		out = out[:len(out)-1]
+	}
+	return append(out, '}'), nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the offset just past the string that opens at b[i] ('"').
+func skipString(b []byte, i int) (int, error) {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, nil
+		}
+	}
+	return 0, errNotObject
+}
+
+// skipValue returns the offset just past the value that starts at b[i]: a string, an object
+// or array (brackets matched, strings skipped), or a bare literal.
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errNotObject
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				end, err := skipString(b, i)
+				if err != nil {
+					return 0, err
+				}
+				i = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1, nil
+				}
+			}
+		}
+		return 0, errNotObject
+	}
+	start := i
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++
+	}
+	if i == start {
+		return 0, errNotObject
+	}
+	return i, nil
+}
+
+// unquoteKey reads a quoted key; the common key without escapes costs no decoding.
+func unquoteKey(q []byte) (string, error) {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return string(q[1 : len(q)-1]), nil
+	}
+	var s string
+	if json.Unmarshal(q, &s) != nil {
+		return "", errNotObject
+	}
+	return s, nil
+}
