@@ -204,7 +204,10 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 			names = at.ByModel(model)
 		}
 		if i > 0 {
-			s.log.Debug("moving to the next model of the chain", "request_id", req.ID, "from", models[i-1], "to", model, "reason", err)
+			reason := fallbackReason(err)
+			s.metrics.fallbacks.WithLabelValues(reason).Inc()
+			s.log.Debug("moving to the next model of the chain", "request_id", req.ID, "from", models[i-1], "to", model,
+				"reason", reason, "err", err)
 			if err = req.retarget(model); err != nil {
 				break
 			}
@@ -267,6 +270,26 @@ func movesOn(err error) bool {
 		return true
 	}
 	return false
+}
+
+// fallbackReason names, for the metric, why a request moved on (a bounded set).
+func fallbackReason(err error) string {
+	switch {
+	case errors.Is(err, errHeld):
+		return "target_failed"
+	case errors.Is(err, errQueueFull):
+		return "queue_full"
+	case errors.Is(err, errTooSlow):
+		return "too_slow"
+	}
+	var re *relayError
+	if errors.As(err, &re) && re.status == http.StatusNotFound {
+		return "no_pool"
+	}
+	if errors.As(err, &re) && re.status == http.StatusBadGateway {
+		return "target_failed"
+	}
+	return "down"
 }
 
 // run takes req through one pool until it is answered: acquire a target, serve, and on loss

@@ -53,20 +53,24 @@ type breaker struct {
 	trial    bool      // half-open: the trial is out
 }
 
-// admits says whether the target may take a request now; an open breaker whose cool-down has
-// passed becomes half-open here.
-func (b *breaker) admits(now time.Time) bool {
-	switch b.state {
-	case breakerOpen:
-		if now.Before(b.until) {
-			return false
-		}
-		b.state, b.trial = breakerHalfOpen, false
-		fallthrough
-	case breakerHalfOpen:
-		return !b.trial
+// admits says whether the target may take a request: closed, or half-open with no trial out.
+// (Time moves an open breaker to half-open through cool, which the pool calls when the
+// cool-down ends, so selection never reads the clock.)
+func (b *breaker) admits() bool {
+	return b.state == breakerClosed || (b.state == breakerHalfOpen && !b.trial)
+}
+
+// cool moves an open breaker whose cool-down has passed to half-open. It reports whether the
+// breaker is still open.
+func (b *breaker) cool(now time.Time) (open bool) {
+	if b.state != breakerOpen {
+		return false
 	}
-	return true
+	if now.Before(b.until) {
+		return true
+	}
+	b.state, b.trial = breakerHalfOpen, false
+	return false
 }
 
 // live says whether the target may serve again without anything changing but time: closed,
@@ -84,7 +88,7 @@ func (b *breaker) taken() {
 }
 
 // record feeds an attempt's outcome. It reports whether the breaker opened.
-func (b *breaker) record(o outcome, now time.Time, opts *BreakerOptions) (opened bool) {
+func (b *breaker) record(o outcome, now *clock, opts *BreakerOptions) (opened bool) {
 	switch o {
 	case outcomeOK:
 		b.failures, b.refusals = 0, 0
@@ -98,11 +102,8 @@ func (b *breaker) record(o outcome, now time.Time, opts *BreakerOptions) (opened
 		} else {
 			b.refusals = 0
 		}
-		switch {
-		case b.state == breakerHalfOpen:
-			return b.open(now, o == outcomeRefused, opts)
-		case b.state == breakerClosed && (b.failures >= opts.Failures || b.refusals >= refusalsToOpen):
-			return b.open(now, o == outcomeRefused, opts)
+		if b.state == breakerHalfOpen || (b.state == breakerClosed && (b.failures >= opts.Failures || b.refusals >= refusalsToOpen)) {
+			return b.open(now.get(), o == outcomeRefused, opts)
 		}
 	case outcomeNone:
 		if b.state == breakerHalfOpen {

@@ -14,39 +14,39 @@ func TestBreakerStateMachine(t *testing.T) {
 	var b breaker
 	now := time.Unix(1000, 0)
 	for i := range 4 {
-		if b.record(outcomeFailed, now, &opts) {
+		if b.record(outcomeFailed, &clock{t: now}, &opts) {
 			t.Fatalf("opened after %d failures", i+1)
 		}
 	}
-	b.record(outcomeNone, now, &opts) // a 429 neither counts nor resets
-	if !b.record(outcomeFailed, now, &opts) || b.state != breakerOpen {
+	b.record(outcomeNone, &clock{t: now}, &opts) // a 429 neither counts nor resets
+	if !b.record(outcomeFailed, &clock{t: now}, &opts) || b.state != breakerOpen {
 		t.Fatalf("5th failure: %+v", b)
 	}
 	wantOpen := func(at time.Time, cooldown time.Duration) {
 		t.Helper()
-		if b.admits(at.Add(cooldown - time.Millisecond)) {
+		if !b.cool(at.Add(cooldown-time.Millisecond)) || b.admits() {
 			t.Fatalf("admitted before the %v cool-down ended", cooldown)
 		}
-		if !b.admits(at.Add(cooldown)) || b.state != breakerHalfOpen {
+		if b.cool(at.Add(cooldown)) || !b.admits() || b.state != breakerHalfOpen {
 			t.Fatalf("not half-open after %v: %+v", cooldown, b)
 		}
 		b.taken()
-		if b.admits(at.Add(cooldown)) {
+		if b.admits() {
 			t.Fatal("a second trial went out")
 		}
 	}
 	wantOpen(now, 5*time.Second)
 	for _, cooldown := range []time.Duration{10, 20, 40, 60, 60} {
 		now = now.Add(time.Minute)
-		b.record(outcomeFailed, now, &opts) // the trial failed
+		b.record(outcomeFailed, &clock{t: now}, &opts) // the trial failed
 		wantOpen(now, cooldown*time.Second)
 	}
-	b.record(outcomeOK, now, &opts)
-	if b.state != breakerClosed || !b.admits(now) {
+	b.record(outcomeOK, &clock{t: now}, &opts)
+	if b.state != breakerClosed || !b.admits() {
 		t.Fatalf("a good trial did not close it: %+v", b)
 	}
 	for range 5 {
-		b.record(outcomeFailed, now, &opts)
+		b.record(outcomeFailed, &clock{t: now}, &opts)
 	}
 	wantOpen(now, 5*time.Second) // the cool-down started over
 }
@@ -58,27 +58,27 @@ func TestBreakerRefusalsAndProbes(t *testing.T) {
 	opts.fill()
 	var b breaker
 	now := time.Unix(1000, 0)
-	b.record(outcomeRefused, now, &opts)
-	b.record(outcomeRefused, now, &opts)
-	if !b.record(outcomeRefused, now, &opts) {
+	b.record(outcomeRefused, &clock{t: now}, &opts)
+	b.record(outcomeRefused, &clock{t: now}, &opts)
+	if !b.record(outcomeRefused, &clock{t: now}, &opts) {
 		t.Fatal("3 refused connections did not open it")
 	}
-	if b.probed(false, now, &opts) || b.admits(now.Add(time.Second)) {
+	if b.probed(false, now, &opts) || !b.cool(now.Add(time.Second)) {
 		t.Fatal("a failed probe changed an open breaker")
 	}
 	b.probed(true, now.Add(time.Second), &opts)
-	if !b.admits(now.Add(time.Second)) {
+	if b.cool(now.Add(time.Second)) || !b.admits() {
 		t.Fatal("a probe that connects did not let the trial go")
 	}
 
 	var c breaker
-	if !c.probed(false, now, &opts) || c.admits(now) {
+	if !c.probed(false, now, &opts) || c.admits() {
 		t.Fatal("a failed probe did not open a closed breaker")
 	}
-	c.admits(now.Add(5 * time.Second))
+	c.cool(now.Add(5 * time.Second))
 	c.taken()
-	c.record(outcomeNone, now, &opts) // the trial's client left: it proved nothing
-	if !c.admits(now.Add(5 * time.Second)) {
+	c.record(outcomeNone, &clock{t: now}, &opts) // the trial's client left: it proved nothing
+	if !c.admits() {
 		t.Fatal("a trial that said nothing used up the half-open state")
 	}
 }

@@ -54,12 +54,12 @@ func (m *member) load() float64 {
 }
 
 // available says whether the member may take one more request now.
-func (m *member) available(now *clock) bool {
+func (m *member) available() bool {
 	if m.draining || m.gone {
 		return false
 	}
 	if m.kind == kindUpstream {
-		return (m.maxConcurrent == 0 || m.inFlight < m.maxConcurrent) && (m.brk.state == breakerClosed || m.brk.admits(now.get()))
+		return (m.maxConcurrent == 0 || m.inFlight < m.maxConcurrent) && m.brk.admits()
 	}
 	return max(m.reported, m.inFlight) < m.maxConcurrent
 }
@@ -77,8 +77,7 @@ func (m *member) live(now *clock) bool {
 	return true
 }
 
-// clock reads the time once, and only when asked: selection needs it only when a breaker is
-// not closed.
+// clock reads the time once, and only when asked.
 type clock struct{ t time.Time }
 
 func (c *clock) get() time.Time {

@@ -21,6 +21,7 @@ type metrics struct {
 	strayFrames      prometheus.Counter
 	bodyErrors       *prometheus.CounterVec
 	authFailures     *prometheus.CounterVec
+	fallbacks        *prometheus.CounterVec
 }
 
 var latencyBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -50,8 +51,12 @@ func newMetrics(s *Server) *metrics {
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "modelrelay_auth_failures_total", Help: "Wrong secrets and tokens presented, by kind (worker, admin, circuit).",
 		}, []string{"kind"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelrelay_fallbacks_total",
+			Help: "Requests moved to the next model of their chain, by reason (no_pool, down, queue_full, too_slow, target_failed).",
+		}, []string{"reason"}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures,
+	m.registry.MustRegister(m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures, m.fallbacks,
 		poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

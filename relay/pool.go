@@ -72,7 +72,7 @@ func (p *Pool) Name() string { return p.name }
 // by smooth weighted round-robin when the tied members carry different weights). known
 // reports whether any member serves the model at all, available or not. Ties are decided by
 // seq, not by the order of iteration, so the model index needs no merging.
-func (p *Pool) pickLocked(model string, avoid *member, now *clock) (chosen *member, known bool) {
+func (p *Pool) pickLocked(model string, avoid *member) (chosen *member, known bool) {
 	byModel, stars := p.candidatesLocked(model)
 	if len(byModel) == 0 && len(stars) == 0 {
 		return nil, false
@@ -84,7 +84,7 @@ func (p *Pool) pickLocked(model string, avoid *member, now *clock) (chosen *memb
 	sameWeight := true
 	for _, list := range [2][]*member{byModel, stars} {
 		for _, m := range list {
-			if m == avoid || !m.available(now) {
+			if m == avoid || !m.available() {
 				continue
 			}
 			l := m.load()
@@ -109,7 +109,7 @@ func (p *Pool) pickLocked(model string, avoid *member, now *clock) (chosen *memb
 	case first == nil:
 		return nil, true
 	case !sameWeight:
-		return p.smoothWeightedLocked(model, best, total, avoid, now), true
+		return p.smoothWeightedLocked(model, best, total, avoid), true
 	case afterCursor != nil:
 		return afterCursor, true
 	}
@@ -134,12 +134,12 @@ func (p *Pool) candidatesLocked(model string) (byModel, stars []*member) {
 	return p.index[model], p.stars
 }
 
-func (p *Pool) smoothWeightedLocked(model string, load, total float64, avoid *member, now *clock) *member {
+func (p *Pool) smoothWeightedLocked(model string, load, total float64, avoid *member) *member {
 	byModel, stars := p.candidatesLocked(model)
 	var chosen *member
 	for _, list := range [2][]*member{byModel, stars} {
 		for _, m := range list {
-			if m == avoid || !m.available(now) || m.load() != load {
+			if m == avoid || !m.available() || m.load() != load {
 				continue
 			}
 			m.swrrCurrent += m.weight
@@ -238,7 +238,7 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 	if p.removed {
 		return nil, false, errPoolRemoved
 	}
-	if m, _ = p.pickLocked(req.Model, nil, &now); m != nil {
+	if m, _ = p.pickLocked(req.Model, nil); m != nil {
 		p.assignLocked(m, req)
 		return m, false, nil
 	}
@@ -268,23 +268,21 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 
 // hasFree reports whether a target could take a request for model right now.
 func (p *Pool) hasFree(model string) bool {
-	var now clock
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m, _ := p.pickLocked(model, nil, &now)
+	m, _ := p.pickLocked(model, nil)
 	return m != nil && !p.removed
 }
 
 // another assigns req to a free target of the pool other than tried, if there is one now:
 // the one retry a request gets on another target after its first answered 429 or 5xx.
 func (p *Pool) another(req *Request, tried *member) *member {
-	var now clock
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.removed {
 		return nil
 	}
-	m, _ := p.pickLocked(req.Model, tried, &now)
+	m, _ := p.pickLocked(req.Model, tried)
 	if m != nil {
 		p.assignLocked(m, req)
 	}
@@ -309,7 +307,9 @@ func (p *Pool) fail(out *responder, err error) {
 		return
 	}
 	out.started = true
-	out.w.Header().Set("Retry-After", retryAfter(err))
+	if errors.Is(err, errNoReplica) {
+		out.w.Header().Set("Retry-After", retryAfter(err)) // the control plane's 503
+	}
 	rec := statusRecorder{ResponseWriter: out.w}
 	answer(&rec)
 	out.status = rec.status
@@ -367,7 +367,7 @@ func (p *Pool) acquire(ctx context.Context, req *Request, requeue bool, queueDea
 // release frees the slot a request held on m for served, with what the attempt said about
 // m's health, and gives the slot to the oldest queued request m can serve.
 func (p *Pool) release(m *member, o outcome, served time.Duration) {
-	now := clock{t: time.Now()}
+	var now clock
 	p.mu.Lock()
 	m.inFlight--
 	if m.reported > 0 {
@@ -380,10 +380,10 @@ func (p *Pool) release(m *member, o outcome, served time.Duration) {
 	var was breakerState
 	if m.kind == kindUpstream {
 		was = m.brk.state
-		opened = m.brk.record(o, now.t, &p.cfg.breaker)
+		opened = m.brk.record(o, &now, &p.cfg.breaker)
 	}
 	drained := m.draining && !m.gone && m.inFlight == 0
-	p.dispatchForLocked(m, &now)
+	p.dispatchForLocked(m)
 	if opened {
 		p.openedLocked(m, &now)
 	}
@@ -444,7 +444,8 @@ func (p *Pool) wakeLocked(t time.Time) {
 	}
 }
 
-// wake dispatches to targets whose cool-down ended and fails the waits that ran out.
+// wake half-opens the breakers whose cool-down ended and dispatches to them, and fails the
+// waits that ran out.
 func (p *Pool) wake() {
 	now := clock{t: time.Now()}
 	p.mu.Lock()
@@ -456,7 +457,10 @@ func (p *Pool) wake() {
 		return
 	}
 	for _, m := range p.members {
-		p.dispatchForLocked(m, &now)
+		if m.brk.cool(now.t) {
+			p.wakeLocked(m.brk.until) // still open: look again then
+		}
+		p.dispatchForLocked(m)
 	}
 	p.sweepLocked(&now)
 }
@@ -485,8 +489,8 @@ func (p *Pool) sweepLocked(now *clock) {
 // dispatchForLocked hands queued requests to m while it has room: the oldest it can serve
 // first. Called whenever m may have gained capacity, so a waiting request never sits next to
 // an idle compatible target.
-func (p *Pool) dispatchForLocked(m *member, now *clock) {
-	for m.available(now) {
+func (p *Pool) dispatchForLocked(m *member) {
+	for m.available() {
 		req := p.queue.oldestFor(m)
 		if req == nil {
 			return
@@ -509,7 +513,7 @@ func (p *Pool) add(m *member) error {
 	for _, name := range m.models {
 		delete(p.knownUntil, name)
 	}
-	p.dispatchForLocked(m, &clock{})
+	p.dispatchForLocked(m)
 	return nil
 }
 
@@ -519,7 +523,7 @@ func (p *Pool) update(m *member, change func(*member)) {
 	p.mu.Lock()
 	change(m)
 	drained := m.draining && !m.gone && m.inFlight == 0
-	p.dispatchForLocked(m, &now)
+	p.dispatchForLocked(m)
 	p.sweepLocked(&now)
 	p.mu.Unlock()
 	if drained {

@@ -92,7 +92,7 @@ func TestSelectionSkipsWhatCannotServe(t *testing.T) {
 		t.Fatalf("picked %v", got)
 	}
 	p.mu.Lock()
-	m, known := p.pickLocked("unknown-model", nil, &clock{})
+	m, known := p.pickLocked("unknown-model", nil)
 	p.mu.Unlock()
 	if m != nil || known {
 		t.Fatalf("unknown model: %v %v", m, known)

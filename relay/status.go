@@ -43,9 +43,6 @@ func (p *Pool) view() poolView {
 		kind, name, brk := "worker", "", ""
 		if m.kind == kindUpstream {
 			kind = "upstream"
-			if m.brk.state == breakerOpen {
-				m.brk.admits(now.t) // one whose cool-down passed is half-open by now
-			}
 			brk = m.brk.state.String()
 		} else if ws, ok := m.target.(*workerSession); ok {
 			name = ws.name
