@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/prefix"
 )
 
 // inference serves one OpenAI or Anthropic route on the relay's default pool.
@@ -68,18 +70,72 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 	if at.Pool != "" && at.Model != "" {
 		asked = at.Model
 	}
+	if err := s.wishes(req, r, f.options); err != nil {
+		s.metrics.observe(route, s.refuseBody(w, r, d, err), arrival, 0)
+		return
+	}
+	if req.prompt != nil {
+		defer prompts.Put(req.prompt)
+	}
 	var chain []string
 	if f.options != nil {
-		req.maxLatency = f.options.maxLatency
 		chain = f.options.fallbacks
 	}
 	if chain == nil {
 		chain = s.opts.Fallbacks[asked]
 	}
 	out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
+	out.meta = f.options != nil
 	s.serveChain(r.Context(), req, at, walk(asked, chain), out)
 	s.metrics.observe(route, out.status, arrival, out.ttfb)
 	s.logRequest(r, req, out)
+}
+
+// prompts and parsers are reused across requests: reading a prompt's blocks allocates nothing
+// in steady state.
+var (
+	prompts = sync.Pool{New: func() any { return new(prefix.Prompt) }}
+	parsers = sync.Pool{New: func() any { return new(prefix.Parser) }}
+)
+
+// wishes reads what the request asks of scheduling (gateway.md section 3): its priority
+// (x_pool_options, else the x-modelrelay-priority header), a preferred target, its latency
+// bound, and for cache-aware routing its session key and prompt blocks.
+func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions) error {
+	name := r.Header.Get("X-Modelrelay-Priority")
+	if o != nil {
+		req.maxLatency, req.prefer = o.maxLatency, o.preferGPU
+		if o.priority != "" {
+			name = o.priority
+		}
+	}
+	if name != "" {
+		p, ok := parsePriority(name)
+		if !ok {
+			return badRequest("x-modelrelay-priority must be high, normal or low")
+		}
+		req.priority = p
+	}
+	if !s.opts.Scheduling.CacheAware || req.route == routeCountTokens || req.route == routeOther && !promptPath(req.Path) {
+		return nil
+	}
+	req.prompt = prompts.Get().(*prefix.Prompt)
+	ps := parsers.Get().(*prefix.Parser)
+	err := ps.Parse(req.Body, req.prompt)
+	parsers.Put(ps)
+	if err != nil {
+		req.prompt.Blocks, req.prompt.Session = req.prompt.Blocks[:0], ""
+	}
+	if key := r.Header.Get("X-Session-Id"); key != "" {
+		req.prompt.Session = key
+	}
+	return nil
+}
+
+// promptPath says whether an OpenAI path other than chat carries a prompt worth placing by.
+func promptPath(path string) bool {
+	p, _, _ := strings.Cut(path, "?")
+	return p == "/v1/completions" || p == "/v1/responses"
 }
 
 // walk is the models a request may be served by, in order: the asked one, then its chain,
@@ -130,14 +186,15 @@ func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Requ
 	header := filterHeader(r.Header)
 	forwardHeaders(header, r, s.opts.TrustedProxies)
 	return &Request{
-		ID:      "req-" + strconv.FormatUint(s.reqSeq.Add(1), 10),
-		Path:    r.URL.RequestURI(),
-		Header:  header,
-		Dialect: d,
-		Method:  r.Method,
-		Host:    r.Host,
-		arrival: arrival,
-		handoff: make(chan handoff, 1),
+		ID:       "req-" + strconv.FormatUint(s.reqSeq.Add(1), 10),
+		Path:     r.URL.RequestURI(),
+		Header:   header,
+		Dialect:  d,
+		Method:   r.Method,
+		Host:     r.Host,
+		arrival:  arrival,
+		priority: priorityNormal,
+		handoff:  make(chan handoff, 1),
 	}
 }
 
@@ -323,6 +380,8 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *respond
 			req.dispatched()
 			req.dispatched = nil
 		}
+		pool.placed(req, m)
+		out.target, out.queued = m.name, time.Since(req.arrival)
 		out.kept = nil
 		err := s.serveOn(ctx, req, pool, m, out)
 		if err == nil {

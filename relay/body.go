@@ -22,6 +22,8 @@ type inferenceFields struct {
 type poolOptions struct {
 	fallbacks  []string      // replaces the configured chain (nil = keep it)
 	maxLatency time.Duration // refuse rather than queue longer (0 = any wait)
+	priority   string        // high, normal or low ("" = not said)
+	preferGPU  string        // a target id or name that gets the request whenever it has room
 }
 
 // parsePoolOptions reads x_pool_options; a wrong type of a known key is the client's error.
@@ -29,6 +31,8 @@ func parsePoolOptions(raw json.RawMessage) (*poolOptions, error) {
 	var v struct {
 		FallbackModels json.RawMessage `json:"fallback_models"`
 		MaxLatencyMS   json.RawMessage `json:"max_latency_ms"`
+		Priority       json.RawMessage `json:"priority"`
+		PreferGPU      json.RawMessage `json:"prefer_gpu"`
 	}
 	if string(raw) != "null" && json.Unmarshal(raw, &v) != nil {
 		return nil, badRequest("x_pool_options must be an object")
@@ -48,6 +52,17 @@ func parsePoolOptions(raw json.RawMessage) (*poolOptions, error) {
 			return nil, badRequest("x_pool_options.max_latency_ms must be a positive number of milliseconds")
 		}
 		o.maxLatency = time.Duration(ms * float64(time.Millisecond))
+	}
+	if len(v.Priority) > 0 && string(v.Priority) != "null" {
+		if json.Unmarshal(v.Priority, &o.priority) != nil {
+			o.priority = "?"
+		}
+		if _, ok := parsePriority(o.priority); !ok {
+			return nil, badRequest("x_pool_options.priority must be high, normal or low")
+		}
+	}
+	if len(v.PreferGPU) > 0 && string(v.PreferGPU) != "null" && json.Unmarshal(v.PreferGPU, &o.preferGPU) != nil {
+		return nil, badRequest("x_pool_options.prefer_gpu must be a target id or name")
 	}
 	return o, nil
 }

@@ -235,13 +235,16 @@ func (c *conversion) answer() (status int, body []byte, estimated bool, err erro
 	return c.status, body, false, nil
 }
 
-// copyTranslatedHead copies the target's end-to-end headers that still hold after translation:
-// not its length, type or encoding, which the relay sets itself.
-func copyTranslatedHead(dst, src http.Header, name string) {
+// copyRewrittenHead copies the end-to-end headers of an answer the relay rewrites (translated,
+// or given x_pool_meta) that still hold: not its length, type or encoding, which the relay
+// sets itself. name is the translation, "" for none.
+func copyRewrittenHead(dst, src http.Header, name string) {
 	copyEndToEnd(dst, src, func(k string) bool {
 		return k == "Content-Length" || k == "Content-Type" || k == "Content-Encoding"
 	})
-	dst.Set(translatedHeader, name)
+	if name != "" {
+		dst.Set(translatedHeader, name)
+	}
 }
 
 func success(status int) bool { return status >= 200 && status <= 299 }

@@ -155,7 +155,7 @@ func (s *Server) register(conn *websocket.Conn, provider string, reg protocol.Re
 		wrote:   make(chan struct{}),
 		pending: make(map[string]*pendingReq),
 	}
-	ws.m = &member{id: id, kind: kindWorker, seq: s.memberSeq.Add(1), target: ws, speech: newSpeech(nil),
+	ws.m = &member{id: id, name: name, kind: kindWorker, seq: s.memberSeq.Add(1), target: ws, speech: newSpeech(nil),
 		maxConcurrent: maxConcurrent, reported: load, weight: 1}
 	ws.m.setModels(models)
 

@@ -27,6 +27,7 @@ type member struct {
 	brk           breaker // upstreams: health (see breaker.go)
 
 	id     string
+	name   string // what x-modelrelay-target and prefer_gpu say: a worker's name, else the id
 	target target
 	speech *speech  // what API families the target speaks (atomics: read without the lock)
 	models []string // advertised, sanitized, registration order (without "*")

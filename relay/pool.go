@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"modelrelay/relay/prefix"
 )
 
 // Pool is a set of targets with its own FIFO queue: ModelRelay's "provider". In standalone
@@ -38,6 +39,11 @@ type Pool struct {
 	// breaker's cool-down ends, a worker grace runs out); timer fires then.
 	wakeAt time.Time
 	timer  *time.Timer
+	// Cache-aware routing (nil with least_load): the prompt blocks each target recently
+	// served, and each session's last target. Both lock themselves; selection reads them
+	// under mu, the request path records into them after mu.
+	prefixes *prefix.Index
+	sessions *prefix.Sessions
 }
 
 // poolConfig is what every pool of a server shares.
@@ -46,6 +52,7 @@ type poolConfig struct {
 	keepKnown   time.Duration // a model stays known this long after its last advertiser left
 	workerGrace time.Duration // ... but requests wait for it only this long
 	breaker     BreakerOptions
+	sched       Scheduling
 	log         *slog.Logger
 }
 
@@ -53,14 +60,37 @@ type poolConfig struct {
 const meanServiceStart = time.Second
 
 func newPool(name string, cfg *poolConfig, failFast bool) *Pool {
-	return &Pool{
+	p := &Pool{
 		name:        name,
 		cfg:         cfg,
 		failFast:    failFast,
-		queue:       requestQueue{byModel: make(map[string]*list.List)},
+		queue:       requestQueue{byModel: make(map[string]*classLists), aging: cfg.sched.PriorityAging},
 		cursor:      make(map[string]uint64),
 		knownUntil:  make(map[string]time.Time),
 		meanService: meanServiceStart,
+	}
+	if cfg.sched.CacheAware {
+		p.prefixes = prefix.NewIndex(cfg.sched.PrefixCacheEntries)
+		p.sessions = prefix.NewSessions(cfg.sched.AffinityTTL, maxSessions)
+	}
+	return p
+}
+
+// maxSessions bounds the session keys a pool remembers (the oldest are forgotten first).
+const maxSessions = 100_000
+
+// placed records where req went, for the next selection: the session's target and the
+// prompt blocks the target now holds. Called after the pool's lock, off it.
+func (p *Pool) placed(req *Request, m *member) {
+	pr := req.prompt
+	if pr == nil || p.prefixes == nil {
+		return
+	}
+	if pr.Session != "" {
+		p.sessions.Set(pr.Session, m.seq, time.Now())
+	}
+	if len(pr.Blocks) > 0 {
+		p.prefixes.Record(m.seq, pr.Blocks)
 	}
 }
 
@@ -72,7 +102,7 @@ func (p *Pool) Name() string { return p.name }
 // by smooth weighted round-robin when the tied members carry different weights). known
 // reports whether any member serves the model at all, available or not. Ties are decided by
 // seq, not by the order of iteration, so the model index needs no merging.
-func (p *Pool) pickLocked(model string, avoid *member) (chosen *member, known bool) {
+func (p *Pool) pickLocked(model string, avoid *member, req *Request) (chosen *member, known bool) {
 	byModel, stars := p.candidatesLocked(model)
 	if len(byModel) == 0 && len(stars) == 0 {
 		return nil, false
@@ -108,12 +138,83 @@ func (p *Pool) pickLocked(model string, avoid *member) (chosen *member, known bo
 	switch {
 	case first == nil:
 		return nil, true
+	case req != nil && (req.prefer != "" || req.prompt != nil):
+		if m := p.placeLocked(req, byModel, stars, best, avoid, last); m != nil {
+			return m, true
+		}
+	}
+	switch {
 	case !sameWeight:
 		return p.smoothWeightedLocked(model, best, total, avoid), true
 	case afterCursor != nil:
 		return afterCursor, true
 	}
 	return first, true
+}
+
+// placeLocked is the part of selection that reads the request beyond its model (gateway.md
+// section 3), or nil for plain least-load: the preferred target whenever it has room; else,
+// among targets whose load is within affinity_slack of the lowest, the session's last target;
+// else, for a request without a session or with a new one, the target holding the longest
+// prefix of its prompt when that covers at least prefix_min_match of the prompt's blocks
+// (ties: lower load, then round robin after the cursor). A prefix every target holds ties
+// everywhere, so a shared system prompt never pulls all traffic to one target.
+func (p *Pool) placeLocked(req *Request, byModel, stars []*member, lowest float64, avoid *member, cursor uint64) *member {
+	bound := lowest + float64(p.cfg.sched.AffinitySlack)
+	var sessionTarget uint64
+	hasSession := false
+	var blocks []uint64
+	if pr := req.prompt; pr != nil && p.prefixes != nil {
+		if pr.Session != "" {
+			sessionTarget, hasSession = p.sessions.Get(pr.Session, time.Now())
+		}
+		if !hasSession {
+			blocks = pr.Blocks
+		}
+	}
+	var session, held *member
+	bestMatch := 0
+	for _, list := range [2][]*member{byModel, stars} {
+		for _, m := range list {
+			if m == avoid || !m.available() {
+				continue
+			}
+			if req.prefer != "" && (m.id == req.prefer || m.name == req.prefer) {
+				return m
+			}
+			if m.load() > bound {
+				continue
+			}
+			if hasSession && m.seq == sessionTarget {
+				session = m
+			}
+			if len(blocks) == 0 {
+				continue
+			}
+			n := p.prefixes.Match(m.seq, blocks)
+			if n == 0 || n < bestMatch {
+				continue
+			}
+			if n > bestMatch || m.load() < held.load() || (m.load() == held.load() && rrBefore(m.seq, held.seq, cursor)) {
+				held, bestMatch = m, n
+			}
+		}
+	}
+	if session != nil {
+		return session
+	}
+	if held != nil && float64(bestMatch) >= p.cfg.sched.PrefixMinMatch*float64(len(blocks)) {
+		return held
+	}
+	return nil
+}
+
+// rrBefore says whether seq a comes before seq b in round-robin order after cursor.
+func rrBefore(a, b, cursor uint64) bool {
+	if (a > cursor) != (b > cursor) {
+		return a > cursor
+	}
+	return a < b
 }
 
 // candidatesLocked returns the members that serve model by name and those that serve any model,
@@ -202,16 +303,15 @@ func (p *Pool) outlookLocked(model string, now *clock) (grace time.Time, err err
 // the model. The +1 is its own turn: with every slot busy and nobody queued, it still waits
 // for one to free. Zero when a live member has no concurrency cap.
 func (p *Pool) estimateLocked(model string, now *clock) time.Duration {
-	ahead := p.queue.all.Len()
+	ahead := p.queue.len()
 	var lists [2][]*member
 	if model == "" {
 		lists[0] = p.members
 	} else {
 		lists[0], lists[1] = p.candidatesLocked(model)
+		ahead = 0
 		if l := p.queue.byModel[model]; l != nil {
-			ahead = l.Len()
-		} else {
-			ahead = 0
+			ahead = l.len()
 		}
 	}
 	capacity := 0
@@ -238,7 +338,7 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 	if p.removed {
 		return nil, false, errPoolRemoved
 	}
-	if m, _ = p.pickLocked(req.Model, nil); m != nil {
+	if m, _ = p.pickLocked(req.Model, nil, req); m != nil {
 		p.assignLocked(m, req)
 		return m, false, nil
 	}
@@ -250,11 +350,18 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 		full := p.cfg.maxQueue > 0 && p.queue.len() >= p.cfg.maxQueue
 		if full || req.maxLatency > 0 {
 			wait := p.estimateLocked(req.Model, &now)
-			if full {
-				return nil, false, busy(errQueueFull, wait)
-			}
-			if wait > req.maxLatency {
+			if req.maxLatency > 0 && wait > req.maxLatency {
 				return nil, false, busy(errTooSlow, wait)
+			}
+			if full {
+				// A full queue takes a request by shedding the newest waiter of a lower class.
+				shed := p.queue.newestBelow(req.priority, &now)
+				if shed == nil {
+					return nil, false, busy(errQueueFull, wait)
+				}
+				p.queue.remove(shed)
+				shed.state = stateDone
+				shed.handoff <- handoff{err: busy(errQueueFull, wait)}
 			}
 		}
 	}
@@ -270,7 +377,7 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 func (p *Pool) hasFree(model string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m, _ := p.pickLocked(model, nil)
+	m, _ := p.pickLocked(model, nil, nil)
 	return m != nil && !p.removed
 }
 
@@ -282,7 +389,7 @@ func (p *Pool) another(req *Request, tried *member) *member {
 	if p.removed {
 		return nil
 	}
-	m, _ := p.pickLocked(req.Model, tried)
+	m, _ := p.pickLocked(req.Model, tried, req)
 	if m != nil {
 		p.assignLocked(m, req)
 	}
@@ -477,11 +584,13 @@ func (p *Pool) sweepLocked(now *clock) {
 			}
 			continue
 		}
-		for l.Len() > 0 {
-			req := l.Front().Value.(*Request)
-			p.queue.remove(req) // removes the list from byModel once empty
-			req.state = stateDone
-			req.handoff <- handoff{err: err}
+		for c := range l {
+			for l[c].Len() > 0 {
+				req := l[c].Front().Value.(*Request)
+				p.queue.remove(req) // (deletes l from byModel once empty)
+				req.state = stateDone
+				req.handoff <- handoff{err: err}
+			}
 		}
 	}
 }
@@ -490,8 +599,9 @@ func (p *Pool) sweepLocked(now *clock) {
 // first. Called whenever m may have gained capacity, so a waiting request never sits next to
 // an idle compatible target.
 func (p *Pool) dispatchForLocked(m *member) {
+	var now clock
 	for m.available() {
-		req := p.queue.oldestFor(m)
+		req := p.queue.nextFor(m, &now)
 		if req == nil {
 			return
 		}
@@ -561,6 +671,9 @@ func (p *Pool) drop(m *member) {
 	}
 	m.gone = true
 	p.index = nil
+	if p.prefixes != nil {
+		p.prefixes.Forget(m.seq)
+	}
 	for i, other := range p.members {
 		if other == m {
 			p.members = append(p.members[:i:i], p.members[i+1:]...)
@@ -587,7 +700,8 @@ func (p *Pool) failQueued(err error, removing bool) {
 			p.timer.Stop()
 		}
 	}
-	for req := p.queue.oldest(); req != nil; req = p.queue.oldest() {
+	var now clock
+	for req := p.queue.next(&now); req != nil; req = p.queue.next(&now) {
 		p.queue.remove(req)
 		req.state = stateDone
 		req.handoff <- handoff{err: err}

@@ -92,7 +92,7 @@ func TestSelectionSkipsWhatCannotServe(t *testing.T) {
 		t.Fatalf("picked %v", got)
 	}
 	p.mu.Lock()
-	m, known := p.pickLocked("unknown-model", nil)
+	m, known := p.pickLocked("unknown-model", nil, nil)
 	p.mu.Unlock()
 	if m != nil || known {
 		t.Fatalf("unknown model: %v %v", m, known)
@@ -198,4 +198,89 @@ func TestBreakerOpeningFailsTheQueuedRequests(t *testing.T) {
 		p.timer.Stop()
 	}
 	p.mu.Unlock()
+}
+
+// queued enters a request of class c for "m" into p, where it must wait.
+func queued(t *testing.T, p *Pool, c priority, arrival time.Time) *Request {
+	t.Helper()
+	req := &Request{Model: "m", priority: c, arrival: arrival, handoff: make(chan handoff, 1)}
+	if _, q, err := p.enter(req, false); !q || err != nil {
+		t.Fatalf("not queued: %v", err)
+	}
+	return req
+}
+
+// served frees w's slot and returns the request that took it.
+func served(t *testing.T, p *Pool, w *member, waiting ...*Request) *Request {
+	t.Helper()
+	p.release(w, outcomeOK, time.Millisecond)
+	for _, r := range waiting {
+		select {
+		case h := <-r.handoff:
+			if h.m != w {
+				t.Fatalf("handoff %+v", h)
+			}
+			return r
+		default:
+		}
+	}
+	t.Fatal("nobody took the freed slot")
+	return nil
+}
+
+// With one busy slot: high before normal before low, first come first served within a class;
+// a low waiter that waited two agings is high by then and passes newer normals.
+func TestPriorityClassesAndAging(t *testing.T) {
+	w := worker("w", 1, 0, "m")
+	p := testPool(w)
+	p.queue.aging = 10 * time.Second
+	busy := &Request{Model: "m", handoff: make(chan handoff, 1)}
+	if m, _, _ := p.enter(busy, false); m != w {
+		t.Fatal("the slot was not free")
+	}
+	now := time.Now()
+	low := queued(t, p, priorityLow, now)
+	normal1 := queued(t, p, priorityNormal, now)
+	high := queued(t, p, priorityHigh, now)
+	normal2 := queued(t, p, priorityNormal, now)
+	all := []*Request{low, normal1, high, normal2}
+	for i, want := range []*Request{high, normal1, normal2, low} {
+		if got := served(t, p, w, all...); got != want {
+			t.Fatalf("turn %d went to class %d order %d", i, got.priority, got.order)
+		}
+	}
+
+	old := queued(t, p, priorityLow, now.Add(-25*time.Second)) // aged two steps: high by now
+	newer := queued(t, p, priorityNormal, now)
+	if got := served(t, p, w, old, newer); got != old {
+		t.Fatal("an aged low waiter did not pass a newer normal one")
+	}
+	served(t, p, w, newer)
+}
+
+// A full queue takes a higher-class arrival by shedding the newest waiter of the lowest lower
+// class, which gets 429; an arrival of the lowest class is refused instead.
+func TestFullQueueShedsTheNewestLowerWaiter(t *testing.T) {
+	w := worker("w", 1, 1, "m")
+	p := testPool(w)
+	p.cfg.maxQueue = 3
+	now := time.Now()
+	low1 := queued(t, p, priorityLow, now)
+	low2 := queued(t, p, priorityLow, now)
+	queued(t, p, priorityNormal, now)
+	high := queued(t, p, priorityHigh, now)
+	select {
+	case h := <-low2.handoff:
+		if !errors.Is(h.err, errQueueFull) {
+			t.Fatalf("shed waiter got %v", h.err)
+		}
+	default:
+		t.Fatal("nobody was shed")
+	}
+	if len(low1.handoff) != 0 || len(high.handoff) != 0 {
+		t.Fatal("the wrong waiter was shed")
+	}
+	if _, _, err := p.enter(&Request{Model: "m", priority: priorityLow, handoff: make(chan handoff, 1)}, false); !errors.Is(err, errQueueFull) {
+		t.Fatalf("a low arrival into a full queue: %v", err)
+	}
 }

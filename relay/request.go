@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"modelrelay/relay/prefix"
 )
 
 // reqState is where a request is in its life. Transitions between queued and assigned happen
@@ -41,7 +43,10 @@ type Request struct {
 	foreign    *wire
 	translated bool // req is dressed as foreign
 
-	maxLatency time.Duration // x_pool_options.max_latency_ms: refuse rather than wait longer (0 = any)
+	maxLatency time.Duration  // x_pool_options.max_latency_ms: refuse rather than wait longer (0 = any)
+	priority   priority       // guarded by pool.mu while queued
+	prefer     string         // x_pool_options.prefer_gpu: a target id or name
+	prompt     *prefix.Prompt // cache-aware routing: session key and prompt blocks (nil = none)
 
 	arrival   time.Time
 	requeues  int

@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -52,8 +54,16 @@ type responder struct {
 	keepFailures bool
 	kept         *heldAnswer
 	// served and from name the model that serves the request and, after a fallback, the one
-	// the client asked for (x-modelrelay-model, x-modelrelay-fallback-from).
+	// the client asked for (x-modelrelay-model, x-modelrelay-fallback-from); target is the
+	// target's name and queued how long the request waited for it (x-modelrelay-target,
+	// x-modelrelay-queue-ms).
 	served, from string
+	target       string
+	queued       time.Duration
+	// meta asks for x_pool_meta in a JSON answer (the request carried x_pool_options): such an
+	// answer is held whole (bounded) and written with it.
+	meta     bool
+	metaHeld *heldAnswer
 }
 
 // heldAnswer is a target's answer kept instead of written.
@@ -121,6 +131,11 @@ func (o *responder) writeHead(status int, h http.Header) error {
 		}
 		return nil
 	}
+	if o.meta && success(status) && strings.HasPrefix(h.Get("Content-Type"), "application/json") && h.Get("Content-Encoding") == "" {
+		o.held = true
+		o.metaHeld = &heldAnswer{status: status, header: h}
+		return nil
+	}
 	dst := o.w.Header()
 	if o.length >= 0 {
 		dst.Set("Content-Length", strconv.FormatInt(o.length, 10))
@@ -133,14 +148,18 @@ func (o *responder) writeHead(status int, h http.Header) error {
 	return nil
 }
 
-// writeHeader sends the head of a target's answer, naming the model that served it.
+// writeHeader sends the head of a target's answer, naming the model and target that served it.
 func (o *responder) writeHeader(status int) {
+	h := o.w.Header()
 	if o.served != "" {
-		h := o.w.Header()
 		h.Set("X-Modelrelay-Model", o.served)
 		if o.from != "" {
 			h.Set("X-Modelrelay-Fallback-From", o.from)
 		}
+	}
+	if o.target != "" {
+		h.Set("X-Modelrelay-Target", o.target)
+		h.Set("X-Modelrelay-Queue-Ms", strconv.FormatInt(o.queued.Milliseconds(), 10))
 	}
 	o.status = status
 	o.w.WriteHeader(status)
@@ -177,7 +196,7 @@ func (o *responder) heard(status int) {
 // startTranslatedStream sends the head of a translated event stream.
 func (o *responder) startTranslatedStream(status int, h http.Header) {
 	dst := o.w.Header()
-	copyTranslatedHead(dst, h, o.conv.name())
+	copyRewrittenHead(dst, h, o.conv.name())
 	dst.Set("Content-Type", "text/event-stream")
 	dst.Set("Cache-Control", "no-cache")
 	dst.Del("Content-Length")
@@ -200,6 +219,20 @@ func (o *responder) writeChunk(b []byte, flush bool) error {
 		}
 		// Too large to hold: this failure is the answer after all.
 		if err := o.writeHeld(k); err != nil {
+			return err
+		}
+	}
+	if a := o.metaHeld; a != nil {
+		if len(a.body)+len(b) <= maxTranslatedBody {
+			a.add(b, maxTranslatedBody)
+			return nil
+		}
+		// Too large to hold for x_pool_meta: it goes out as the target sent it.
+		o.metaHeld, o.meta, o.held, o.length = nil, false, false, -1
+		if err := o.writeHead(a.status, a.header); err != nil {
+			return err
+		}
+		if err := o.emit(a.body, false); err != nil {
 			return err
 		}
 	}
@@ -294,6 +327,11 @@ func (o *responder) writeHeld(a *heldAnswer) error {
 // finish completes a translated answer once the target is done: the closing events of a
 // stream, or the whole translated body of a held answer.
 func (o *responder) finish() error {
+	if a := o.metaHeld; a != nil {
+		o.metaHeld, o.held = nil, false
+		copyRewrittenHead(o.w.Header(), a.header, "")
+		return o.writeWhole(a.status, "application/json", o.withMeta(a.body))
+	}
 	c := o.conv
 	if c == nil {
 		return nil
@@ -312,19 +350,50 @@ func (o *responder) finish() error {
 		return err
 	}
 	h := o.w.Header()
-	copyTranslatedHead(h, c.header, c.name())
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	copyRewrittenHead(h, c.header, c.name())
 	if estimated {
 		h.Set("X-Modelrelay-Estimated", "true")
 	}
 	o.held = false
+	if o.meta && success(status) {
+		body = o.withMeta(body)
+	}
+	return o.writeWhole(status, "application/json", body)
+}
+
+// writeWhole writes a complete answer the relay holds.
+func (o *responder) writeWhole(status int, contentType string, body []byte) error {
+	h := o.w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	o.writeHeader(status)
 	if _, err := o.w.Write(body); err != nil {
 		return errClientGone
 	}
 	o.streamed += int64(len(body))
 	return nil
+}
+
+// withMeta adds x_pool_meta to a JSON object answer: where it ran, how long it waited for the
+// target, how long the target took. Anything but an object is left as it is.
+func (o *responder) withMeta(body []byte) []byte {
+	end := len(bytes.TrimRight(body, " \t\r\n")) - 1
+	if end < 1 || body[end] != '}' {
+		return body
+	}
+	inner := bytes.TrimRight(body[:end], " \t\r\n")
+	meta, _ := json.Marshal(struct {
+		Target      string `json:"target"`
+		QueueMS     int64  `json:"queue_ms"`
+		InferenceMS int64  `json:"inference_ms"`
+	}{o.target, o.queued.Milliseconds(), (time.Since(o.arrival) - o.queued).Milliseconds()})
+	out := make([]byte, 0, len(body)+len(meta)+20)
+	out = append(out, inner...)
+	if inner[len(inner)-1] != '{' {
+		out = append(out, ',')
+	}
+	out = append(append(append(out, `"x_pool_meta":`...), meta...), '}')
+	return append(out, body[end+1:]...)
 }
 
 // statusRecorder remembers the status a handler wrote, for metrics.

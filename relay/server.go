@@ -42,6 +42,7 @@ type Options struct {
 	// to come back before they get 503 (0 = 10 s; negative = not at all).
 	WorkerGrace time.Duration
 	Breaker     BreakerOptions
+	Scheduling  Scheduling
 	Version     string
 	Logger      *slog.Logger
 	Timings     Timings
@@ -59,6 +60,37 @@ type Backend struct {
 	// Authorization: Bearer to OpenAI-family calls and x-api-key to Anthropic ones. The
 	// client's own credentials are then never forwarded to it.
 	APIKey string
+}
+
+// Scheduling shapes placement and the order of waiting requests (gateway.md section 3).
+type Scheduling struct {
+	CacheAware         bool          // routing: cache_aware (false = least_load)
+	AffinityTTL        time.Duration // a session returns to its last target for this long (5 m)
+	AffinitySlack      int           // ... while that target's load is at most the lowest + this (2; negative = 0)
+	PrefixMinMatch     float64       // share of a prompt's blocks a target must hold to win it (0.3)
+	PrefixCacheEntries int           // block hashes remembered per target (16384)
+	PriorityAging      time.Duration // a waiter's class rises one step per this much waiting (10 s)
+}
+
+func (o *Scheduling) fill() {
+	if o.AffinityTTL <= 0 {
+		o.AffinityTTL = 5 * time.Minute
+	}
+	switch {
+	case o.AffinitySlack == 0:
+		o.AffinitySlack = 2
+	case o.AffinitySlack < 0:
+		o.AffinitySlack = 0
+	}
+	if o.PrefixMinMatch <= 0 || o.PrefixMinMatch > 1 {
+		o.PrefixMinMatch = 0.3
+	}
+	if o.PrefixCacheEntries <= 0 {
+		o.PrefixCacheEntries = 16384
+	}
+	if o.PriorityAging <= 0 {
+		o.PriorityAging = 10 * time.Second
+	}
 }
 
 // BreakerOptions shape every static backend's and circuit replica's circuit breaker.
@@ -164,6 +196,7 @@ func New(opts Options) (*Server, error) {
 		opts.WorkerGrace = 0
 	}
 	opts.Breaker.fill()
+	opts.Scheduling.fill()
 	opts.Timings.fill()
 	opts.BodyLimits.fill()
 	s := &Server{
@@ -175,7 +208,7 @@ func New(opts Options) (*Server, error) {
 		upstreams:  newUpstreamClient(),
 		bodyBudget: &bodyBudget{limit: opts.BodyLimits.Budget},
 		poolConf: &poolConfig{maxQueue: opts.MaxQueueLen, keepKnown: opts.Timings.KeepKnown,
-			workerGrace: opts.WorkerGrace, breaker: opts.Breaker, log: opts.Logger},
+			workerGrace: opts.WorkerGrace, breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger},
 	}
 	s.hardStop, s.stop = context.WithCancelCause(context.Background())
 	s.metrics = newMetrics(s)

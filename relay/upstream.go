@@ -76,7 +76,7 @@ func newUpstream(s *Server, b Backend, static bool) (*upstream, error) {
 		id = base.Host
 	}
 	u := &upstream{srv: s, base: base, configured: b.Models, clientHost: !static, apiKey: b.APIKey}
-	u.m = &member{id: id, kind: kindUpstream, seq: s.memberSeq.Add(1), target: u, speech: newSpeech(b.Dialects),
+	u.m = &member{id: id, name: id, kind: kindUpstream, seq: s.memberSeq.Add(1), target: u, speech: newSpeech(b.Dialects),
 		maxConcurrent: b.MaxConcurrent, weight: weight}
 	u.m.setModels(b.Models)
 	return u, nil

@@ -46,6 +46,12 @@ type Config struct {
 	BreakerCooldown        time.Duration       // first open period
 	BreakerMaxCooldown     time.Duration       // longest open period (the cooldown doubles up to it)
 	Fallbacks              map[string][]string // model -> alternates in order; file only
+	Routing                string              // least_load or cache_aware (lowercased)
+	AffinityTTL            time.Duration       // a session returns to its last target for this long
+	AffinitySlack          int                 // ... while that target's load is at most the lowest + this
+	PrefixMinMatch         float64             // share of a prompt's blocks a target must hold to win it
+	PrefixCacheEntries     int                 // block hashes remembered per target
+	PriorityAging          time.Duration       // a waiter's class rises one step per this much waiting
 	Backends               []BackendConfig
 	AppProxy               AppProxyConfig
 	ConfigFile             string // the file that was read, "" if none
@@ -167,7 +173,20 @@ var settings = []setting{
 	{key: "breaker_failures", flag: "breaker-failures", env: "BREAKER_FAILURES"},
 	{key: "breaker_cooldown", flag: "breaker-cooldown", env: "BREAKER_COOLDOWN"},
 	{key: "breaker_max_cooldown", flag: "breaker-max-cooldown", env: "BREAKER_MAX_COOLDOWN"},
+	{key: "routing", flag: "routing", env: "ROUTING"},
+	{key: "affinity_ttl", flag: "affinity-ttl", env: "AFFINITY_TTL"},
+	{key: "affinity_slack", flag: "affinity-slack", env: "AFFINITY_SLACK"},
+	{key: "prefix_min_match", flag: "prefix-min-match", env: "PREFIX_MIN_MATCH"},
+	{key: "prefix_cache_entries", flag: "prefix-cache-entries", env: "PREFIX_CACHE_ENTRIES"},
+	{key: "priority_aging", flag: "priority-aging", env: "PRIORITY_AGING"},
 }
+
+// routingPolicies are the values of `routing` (gateway.md section 3).
+var routingPolicies = []string{"least_load", "cache_aware"}
+
+// maxPrefixCacheEntries bounds prefix_cache_entries: the relay keeps that many block hashes
+// per target, so a typo must not become gigabytes.
+const maxPrefixCacheEntries = 1 << 24
 
 // fileOnlyKeys are top-level file keys with no flag or environment variable.
 var fileOnlyKeys = []string{"appproxy", "backends", "fallbacks"}
@@ -211,6 +230,12 @@ func defaultValues() map[string]any {
 		"breaker_failures":               5,
 		"breaker_cooldown":               5 * time.Second,
 		"breaker_max_cooldown":           60 * time.Second,
+		"routing":                        "cache_aware",
+		"affinity_ttl":                   5 * time.Minute,
+		"affinity_slack":                 2,
+		"prefix_min_match":               0.3,
+		"prefix_cache_entries":           16384,
+		"priority_aging":                 10 * time.Second,
 		"appproxy.enabled":               false,
 		"appproxy.events_enabled":        true,
 		"appproxy.wildcard_traffic_port": 443,

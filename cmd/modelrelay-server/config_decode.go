@@ -266,6 +266,12 @@ func decodeConfig(k *koanf.Koanf) (Config, error) {
 		BreakerFailures:        d.int("breaker_failures"),
 		BreakerCooldown:        d.duration("breaker_cooldown"),
 		BreakerMaxCooldown:     d.duration("breaker_max_cooldown"),
+		Routing:                strings.ToLower(d.str("routing")),
+		AffinityTTL:            d.duration("affinity_ttl"),
+		AffinitySlack:          d.int("affinity_slack"),
+		PrefixMinMatch:         d.float("prefix_min_match"),
+		PrefixCacheEntries:     d.int("prefix_cache_entries"),
+		PriorityAging:          d.duration("priority_aging"),
 		AppProxy:               decodeAppProxy(d),
 	}
 	if d.err == nil {

@@ -80,6 +80,12 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		BreakerFailures:    5,
 		BreakerCooldown:    5 * time.Second,
 		BreakerMaxCooldown: 60 * time.Second,
+		Routing:            "cache_aware",
+		AffinityTTL:        5 * time.Minute,
+		AffinitySlack:      2,
+		PrefixMinMatch:     0.3,
+		PrefixCacheEntries: 16384,
+		PriorityAging:      10 * time.Second,
 		AppProxy: AppProxyConfig{
 			EventsEnabled:       true,
 			Authority:           host,
@@ -158,6 +164,30 @@ func TestPrecedence(t *testing.T) {
 			vals:    layers{"3m", "120", "90s"},
 			get:     func(c Config) any { return c.BreakerMaxCooldown },
 			fileVal: 90 * time.Second, envVal: 2 * time.Minute, flagVal: 3 * time.Minute, defaultVal: time.Minute},
+		{key: "routing", flag: "routing", env: "ROUTING",
+			vals:    layers{"Least_Load", "CACHE_AWARE", "least_load"},
+			get:     func(c Config) any { return c.Routing },
+			fileVal: "least_load", envVal: "cache_aware", flagVal: "least_load", defaultVal: "cache_aware"},
+		{key: "affinity_ttl", flag: "affinity-ttl", env: "AFFINITY_TTL",
+			vals:    layers{"3m", "120", "90s"},
+			get:     func(c Config) any { return c.AffinityTTL },
+			fileVal: 90 * time.Second, envVal: 2 * time.Minute, flagVal: 3 * time.Minute, defaultVal: 5 * time.Minute},
+		{key: "affinity_slack", flag: "affinity-slack", env: "AFFINITY_SLACK",
+			vals:    layers{"3", "1", "0"},
+			get:     func(c Config) any { return c.AffinitySlack },
+			fileVal: 0, envVal: 1, flagVal: 3, defaultVal: 2},
+		{key: "prefix_min_match", flag: "prefix-min-match", env: "PREFIX_MIN_MATCH",
+			vals:    layers{"1", "0.75", "0.5"},
+			get:     func(c Config) any { return c.PrefixMinMatch },
+			fileVal: 0.5, envVal: 0.75, flagVal: 1.0, defaultVal: 0.3},
+		{key: "prefix_cache_entries", flag: "prefix-cache-entries", env: "PREFIX_CACHE_ENTRIES",
+			vals:    layers{"3", "2", "1"},
+			get:     func(c Config) any { return c.PrefixCacheEntries },
+			fileVal: 1, envVal: 2, flagVal: 3, defaultVal: 16384},
+		{key: "priority_aging", flag: "priority-aging", env: "PRIORITY_AGING",
+			vals:    layers{"3s", "2.5", "1s"},
+			get:     func(c Config) any { return c.PriorityAging },
+			fileVal: time.Second, envVal: 2500 * time.Millisecond, flagVal: 3 * time.Second, defaultVal: 10 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key, func(t *testing.T) {
@@ -258,6 +288,12 @@ worker_grace: 2s
 breaker_failures: 3
 breaker_cooldown: 1s
 breaker_max_cooldown: 30s
+routing: Least_Load
+affinity_ttl: 90s
+affinity_slack: 0
+prefix_min_match: 0.5
+prefix_cache_entries: 4096
+priority_aging: 2.5
 fallbacks:
   llama-3-70b: [llama-3-8b, gpt-4o-mini]
   llama-3.1-8b: gpt-4o-mini
@@ -282,6 +318,12 @@ worker_grace = 2
 breaker_failures = 3
 breaker_cooldown = "1s"
 breaker_max_cooldown = 30
+routing = "Least_Load"
+affinity_ttl = "90s"
+affinity_slack = 0
+prefix_min_match = 0.5
+prefix_cache_entries = 4096
+priority_aging = 2.5
 
 [fallbacks]
 llama-3-70b = ["llama-3-8b", "gpt-4o-mini"]
@@ -309,6 +351,8 @@ api_key = "sk-file-key"
 		DefaultMaxTokens: 4096,
 		TrustedProxies:   []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")},
 		WorkerGrace:      2 * time.Second, BreakerFailures: 3, BreakerCooldown: time.Second, BreakerMaxCooldown: 30 * time.Second,
+		Routing: "least_load", AffinityTTL: 90 * time.Second, AffinitySlack: 0, PrefixMinMatch: 0.5,
+		PrefixCacheEntries: 4096, PriorityAging: 2500 * time.Millisecond,
 		Fallbacks: map[string][]string{
 			"llama-3-70b":     {"llama-3-8b", "gpt-4o-mini"},
 			"llama-3.1-8b":    {"gpt-4o-mini"},
@@ -510,6 +554,31 @@ func TestValidationErrors(t *testing.T) {
 		{"breaker max below cooldown", loadCase{env: map[string]string{"BREAKER_COOLDOWN": "10s", "BREAKER_MAX_COOLDOWN": "5s"}}, `config: breaker_max_cooldown: must be at least breaker_cooldown (10s), got 5s`},
 		{"breaker max below default cooldown", file("breaker_max_cooldown: 1"), `config: breaker_max_cooldown: must be at least breaker_cooldown (5s), got 1s`},
 		{"breaker max equal ok", file("breaker_cooldown: 7s\nbreaker_max_cooldown: 7"), ""},
+		{"routing unknown", file("routing: round_robin"), `config: routing: unknown policy "round_robin" (want least_load or cache_aware)`},
+		{"routing empty", loadCase{args: []string{"--routing="}}, `config: routing: unknown policy "" (want least_load or cache_aware)`},
+		{"routing type", file("routing: 1"), `config: routing: must be a string (quote the value)`},
+		{"routing case ok", loadCase{env: map[string]string{"ROUTING": " Cache_Aware "}}, ""},
+		{"affinity ttl zero", loadCase{args: []string{"--affinity-ttl=0s"}}, `config: affinity_ttl: must be positive`},
+		{"affinity ttl negative", loadCase{env: map[string]string{"AFFINITY_TTL": "-5m"}}, `config: affinity_ttl: must not be negative, got "-5m"`},
+		{"affinity ttl text", file("affinity_ttl: forever"), `config: affinity_ttl: invalid duration "forever" (want e.g. 30s, 5m or a number of seconds)`},
+		{"affinity slack negative", loadCase{env: map[string]string{"AFFINITY_SLACK": "-1"}}, `config: affinity_slack: must not be negative, got -1`},
+		{"affinity slack text", loadCase{args: []string{"--affinity-slack", "two"}}, `config: affinity_slack: invalid integer "two"`},
+		{"affinity slack fraction", file("affinity_slack: 1.5"), `config: affinity_slack: invalid integer 1.5`},
+		{"affinity slack zero ok", file("affinity_slack: 0"), ""},
+		{"prefix min match zero", file("prefix_min_match: 0"), `config: prefix_min_match: must be greater than 0 and at most 1, got 0`},
+		{"prefix min match above one", loadCase{args: []string{"--prefix-min-match=1.5"}}, `config: prefix_min_match: must be greater than 0 and at most 1, got 1.5`},
+		{"prefix min match negative", loadCase{env: map[string]string{"PREFIX_MIN_MATCH": "-0.1"}}, `config: prefix_min_match: must be greater than 0 and at most 1, got -0.1`},
+		{"prefix min match text", file("prefix_min_match: half"), `config: prefix_min_match: invalid number "half"`},
+		{"prefix min match nan", loadCase{env: map[string]string{"PREFIX_MIN_MATCH": "NaN"}}, `config: prefix_min_match: invalid number "NaN"`},
+		{"prefix min match one ok", file("prefix_min_match: 1"), ""},
+		{"prefix cache entries zero", file("prefix_cache_entries: 0"), `config: prefix_cache_entries: must be at least 1, got 0`},
+		{"prefix cache entries above max", loadCase{env: map[string]string{"PREFIX_CACHE_ENTRIES": "16777217"}}, `config: prefix_cache_entries: must be at most 16777216, got 16777217`},
+		{"prefix cache entries too large", file("prefix_cache_entries: 99999999999"), `config: prefix_cache_entries: too large: 99999999999`},
+		{"prefix cache entries negative", loadCase{args: []string{"--prefix-cache-entries=-1"}}, `config: prefix_cache_entries: must not be negative, got -1`},
+		{"prefix cache entries max ok", file("prefix_cache_entries: 16777216"), ""},
+		{"priority aging zero", file("priority_aging: 0"), `config: priority_aging: must be positive`},
+		{"priority aging negative", loadCase{args: []string{"--priority-aging=-10s"}}, `config: priority_aging: must not be negative, got "-10s"`},
+		{"priority aging text", loadCase{env: map[string]string{"PRIORITY_AGING": "often"}}, `config: priority_aging: invalid duration "often" (want e.g. 30s, 5m or a number of seconds)`},
 		{"fallbacks shape", file("fallbacks: [a, b]"), `config: fallbacks: must be a mapping (model: [alternate, ...])`},
 		{"fallbacks shape toml", loadCase{file: `fallbacks = "a"`, name: "c.toml"}, `config: fallbacks: must be a mapping (model: [alternate, ...])`},
 		{"fallbacks chain type", file("fallbacks: {a: {b: c}}"), `config: fallbacks.a: must be a list of model names`},
@@ -625,6 +694,8 @@ fallbacks:
 fallback:
   m: [n]
 breaker_failure: 3
+affinity_tll: 1m
+prefix_min_matches: 0.5
 `}.load(t)
 	if err != nil {
 		t.Fatal(err)
@@ -637,6 +708,8 @@ breaker_failure: 3
 		`unknown key "backends[0].apikey" ignored (did you mean "api_key"?)`,
 		`unknown key "fallback" ignored (did you mean "fallbacks"?)`,
 		`unknown key "breaker_failure" ignored (did you mean "breaker_failures"?)`,
+		`unknown key "affinity_tll" ignored (did you mean "affinity_ttl"?)`,
+		`unknown key "prefix_min_matches" ignored (did you mean "prefix_min_match"?)`,
 	}
 	for _, part := range wantParts {
 		if !slices.ContainsFunc(warns, func(w string) bool { return strings.Contains(w, part) }) {
@@ -866,6 +939,31 @@ func TestConfigWiresRelayOptions(t *testing.T) {
 	opts = relayOptions(def, slog.New(slog.DiscardHandler))
 	if want := (relay.BreakerOptions{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: time.Minute}); opts.Breaker != want || opts.WorkerGrace != 10*time.Second {
 		t.Errorf("defaults: Breaker = %+v, WorkerGrace = %v", opts.Breaker, opts.WorkerGrace)
+	}
+}
+
+// TestConfigWiresScheduling: the scheduling settings reach relay.Options.Scheduling; a
+// configured affinity_slack of 0 travels as -1 (the relay would replace 0 by its default).
+func TestConfigWiresScheduling(t *testing.T) {
+	def, _ := mustLoad(t, loadCase{})
+	want := relay.Scheduling{CacheAware: true, AffinityTTL: 5 * time.Minute, AffinitySlack: 2,
+		PrefixMinMatch: 0.3, PrefixCacheEntries: 16384, PriorityAging: 10 * time.Second}
+	if got := relayOptions(def, slog.New(slog.DiscardHandler)).Scheduling; got != want {
+		t.Errorf("defaults: Scheduling = %+v, want %+v", got, want)
+	}
+
+	cfg, _ := mustLoad(t, loadCase{args: []string{"--routing=LEAST_LOAD", "--affinity-slack=0"},
+		env:  map[string]string{"AFFINITY_TTL": "30", "PREFIX_MIN_MATCH": "0.8", "WORKER_SECRET": "s"},
+		file: "prefix_cache_entries: 1024\npriority_aging: 2s\n"})
+	want = relay.Scheduling{CacheAware: false, AffinityTTL: 30 * time.Second, AffinitySlack: -1,
+		PrefixMinMatch: 0.8, PrefixCacheEntries: 1024, PriorityAging: 2 * time.Second}
+	if got := relayOptions(cfg, slog.New(slog.DiscardHandler)).Scheduling; got != want {
+		t.Errorf("Scheduling = %+v, want %+v", got, want)
+	}
+
+	cfg, _ = mustLoad(t, loadCase{env: map[string]string{"AFFINITY_SLACK": "7", "ROUTING": "cache_aware"}})
+	if got := relayOptions(cfg, slog.New(slog.DiscardHandler)).Scheduling; !got.CacheAware || got.AffinitySlack != 7 {
+		t.Errorf("Scheduling = %+v, want CacheAware and AffinitySlack 7", got)
 	}
 }
 

@@ -86,6 +86,9 @@ func (c Config) validate() error {
 	if c.BreakerMaxCooldown < c.BreakerCooldown {
 		return fmt.Errorf("config: breaker_max_cooldown: must be at least breaker_cooldown (%s), got %s", c.BreakerCooldown, c.BreakerMaxCooldown)
 	}
+	if err := c.validateScheduling(); err != nil {
+		return err
+	}
 	if err := validateBackends(c.Backends); err != nil {
 		return err
 	}
@@ -93,6 +96,30 @@ func (c Config) validate() error {
 		return err
 	}
 	return c.AppProxy.validate()
+}
+
+// validateScheduling checks the placement and queue-order keys (gateway.md section 3).
+// Negative durations and integers were already refused by the decoder.
+func (c Config) validateScheduling() error {
+	if !slices.Contains(routingPolicies, c.Routing) {
+		return fmt.Errorf("config: routing: unknown policy %q (want least_load or cache_aware)", c.Routing)
+	}
+	if c.AffinityTTL == 0 {
+		return errors.New("config: affinity_ttl: must be positive")
+	}
+	if c.PrefixMinMatch <= 0 || c.PrefixMinMatch > 1 {
+		return fmt.Errorf("config: prefix_min_match: must be greater than 0 and at most 1, got %v", c.PrefixMinMatch)
+	}
+	if c.PrefixCacheEntries < 1 {
+		return fmt.Errorf("config: prefix_cache_entries: must be at least 1, got %d", c.PrefixCacheEntries)
+	}
+	if c.PrefixCacheEntries > maxPrefixCacheEntries {
+		return fmt.Errorf("config: prefix_cache_entries: must be at most %d, got %d", maxPrefixCacheEntries, c.PrefixCacheEntries)
+	}
+	if c.PriorityAging == 0 {
+		return errors.New("config: priority_aging: must be positive")
+	}
+	return nil
 }
 
 // checkHostPort wants host:port with a numeric port; the host may be empty (all interfaces).
@@ -401,6 +428,12 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("breaker_failures", c.BreakerFailures),
 		slog.Duration("breaker_cooldown", c.BreakerCooldown),
 		slog.Duration("breaker_max_cooldown", c.BreakerMaxCooldown),
+		slog.String("routing", c.Routing),
+		slog.Duration("affinity_ttl", c.AffinityTTL),
+		slog.Int("affinity_slack", c.AffinitySlack),
+		slog.Float64("prefix_min_match", c.PrefixMinMatch),
+		slog.Int("prefix_cache_entries", c.PrefixCacheEntries),
+		slog.Duration("priority_aging", c.PriorityAging),
 		slog.Int("trusted_proxies", len(c.TrustedProxies)),
 		slog.String("config_file", c.ConfigFile),
 		slog.Bool("appproxy", a.Enabled),

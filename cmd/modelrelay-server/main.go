@@ -82,6 +82,18 @@ func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 	if grace == 0 {
 		grace = -1 // relay: negative = no grace (zero takes its default)
 	}
+	slack := cfg.AffinitySlack
+	if slack == 0 {
+		slack = -1 // relay: negative = no slack (zero takes its default of 2)
+	}
+	scheduling := relay.Scheduling{
+		CacheAware:         cfg.Routing == "cache_aware", // validated: else least_load
+		AffinityTTL:        cfg.AffinityTTL,
+		AffinitySlack:      slack,
+		PrefixMinMatch:     cfg.PrefixMinMatch,
+		PrefixCacheEntries: cfg.PrefixCacheEntries,
+		PriorityAging:      cfg.PriorityAging,
+	}
 	return relay.Options{
 		Provider:               cfg.Provider,
 		WorkerSecret:           cfg.WorkerSecret,
@@ -102,6 +114,7 @@ func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 		Fallbacks:              cfg.Fallbacks,
 		WorkerGrace:            grace,
 		Breaker:                breaker,
+		Scheduling:             scheduling,
 		Version:                version,
 		Logger:                 log,
 		Timings:                relay.Timings{HealthInterval: cfg.AppProxy.HealthCheckInterval},

@@ -66,6 +66,28 @@ Failover:
                                  longest cooldown (at least --breaker-cooldown)
                                  env BREAKER_MAX_COOLDOWN, default 60s
 
+Scheduling:
+  --routing POLICY               cache_aware: a session returns to its last target, and a
+                                 request without one goes to the target that recently
+                                 served the longest prefix of its prompt (else the least
+                                 loaded); least_load: the least loaded, nothing else
+                                 env ROUTING, default cache_aware
+  --affinity-ttl DURATION        a session (x-session-id, prompt_cache_key, user or
+                                 metadata.user_id) returns to the target that served it
+                                 last for this long
+                                 env AFFINITY_TTL, default 5m
+  --affinity-slack N             a session or prefix match may keep a target whose load is
+                                 at most the pool's lowest + N (0 = only the least loaded)
+                                 env AFFINITY_SLACK, default 2
+  --prefix-min-match FRACTION    share of a prompt's blocks a target must already hold to
+                                 win it (more than 0, at most 1)
+                                 env PREFIX_MIN_MATCH, default 0.3
+  --prefix-cache-entries N       prompt block hashes remembered per target (1-16777216)
+                                 env PREFIX_CACHE_ENTRIES, default 16384
+  --priority-aging DURATION      a waiting request's priority rises one class per this
+                                 much waiting, so low priority never starves
+                                 env PRIORITY_AGING, default 10s
+
 Limits:
   --max-body-bytes N             largest request body
                                  env MAX_BODY_BYTES, default 33554432 (32 MiB)
