@@ -56,7 +56,11 @@ func newMetrics(s *Server) *metrics {
 			Help: "Requests moved to the next model of their chain, by reason (no_pool, down, queue_full, too_slow, target_failed).",
 		}, []string{"reason"}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures, m.fallbacks,
+	bodiesHeld := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "modelrelay_request_body_bytes_held",
+		Help: "Bytes held in request bodies not yet handed to a target (bounded by body_budget_bytes).",
+	}, func() float64 { return float64(s.bodyBudget.held.Load()) })
+	m.registry.MustRegister(bodiesHeld, m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures, m.fallbacks,
 		poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
