@@ -12,7 +12,8 @@ import (
 	"modelrelay/relay/prefix"
 )
 
-// Pool is a set of targets with its own FIFO queue: ModelRelay's "provider". In standalone
+// Pool is a set of targets with its own queue (priority classes, first come first served
+// within each): ModelRelay's "provider". In standalone
 // mode one pool holds the relay workers and the static upstreams; in AppProxy mode every
 // circuit is a pool of upstreams. A pool's mutex guards only that pool, so requests on
 // different pools never contend, and nothing under it does I/O.

@@ -16,7 +16,7 @@ type reqState uint8
 
 const (
 	stateNew      reqState = iota
-	stateQueued            // waiting in its pool's FIFO
+	stateQueued            // waiting in its pool's queue
 	stateAssigned          // a member took it; the request goroutine runs the attempt
 	stateDone              // answered, failed or cancelled: nothing may assign it again
 )

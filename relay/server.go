@@ -1,5 +1,5 @@
 // Package relay is the ModelRelay core: pools of targets (relay workers that dial in over
-// WebSocket, HTTP upstreams the relay calls), a bounded FIFO queue per pool, the dispatcher,
+// WebSocket, HTTP upstreams the relay calls), a bounded priority queue per pool, the dispatcher,
 // and the OpenAI/Anthropic HTTP API in front of them. It knows nothing of Backend.AI: the
 // AppProxy mode drives it through SetUpstreamPool and RemovePool.
 package relay
