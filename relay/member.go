@@ -1,6 +1,9 @@
 package relay
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // memberKind says which kind of target a pool member is.
 type memberKind uint8
@@ -27,7 +30,8 @@ type member struct {
 	brk           breaker // upstreams: health (see breaker.go)
 
 	id     string
-	name   string // what x-modelrelay-target and prefer_gpu say: a worker's name, else the id
+	name   string      // what x-modelrelay-target and prefer_gpu say: a worker's name, else the id
+	left   atomic.Bool // gone, readable off the lock (prefix recording)
 	target target
 	speech *speech  // what API families the target speaks (atomics: read without the lock)
 	models []string // advertised, sanitized, registration order (without "*")

@@ -92,6 +92,9 @@ func (p *Pool) placed(req *Request, m *member) {
 	}
 	if len(pr.Blocks) > 0 {
 		p.prefixes.Record(m.seq, pr.Blocks)
+		if m.left.Load() {
+			p.prefixes.Forget(m.seq) // it left while we recorded: nothing may outlive it
+		}
 	}
 }
 
@@ -671,6 +674,7 @@ func (p *Pool) drop(m *member) {
 		return
 	}
 	m.gone = true
+	m.left.Store(true)
 	p.index = nil
 	if p.prefixes != nil {
 		p.prefixes.Forget(m.seq)

@@ -15,7 +15,9 @@ type Index struct {
 // recent is one target's recency set, an approximate LRU of two generations: new and
 // re-served hashes go into cur; when cur would pass half the capacity it becomes old and the
 // previous old is dropped whole. A hash served again while in old is copied into cur, so it
-// survives the next rotation.
+// survives the next rotation. The dropped generation is cleared after the lock is released
+// (clearing 8 Ki entries takes some 15 µs) and kept as the spare that becomes the next cur,
+// so a rotation holds the lock no longer than any other Record.
 //
 // Every Record inserts a whole prompt prefix (blocks 0..n) into one generation, and a
 // rotation drops a generation whole, so what a target holds stays closed under prefixes:
@@ -23,17 +25,19 @@ type Index struct {
 type recent struct {
 	mu       sync.RWMutex
 	cur, old map[uint64]struct{}
+	spare    map[uint64]struct{} // empty, for the next rotation; nil while being cleared
 }
 
-// NewIndex returns an Index that remembers about perTarget block hashes per target (at
-// least 2).
+// NewIndex returns an Index that remembers at most perTarget block hashes per target (at
+// least 2). Its maps keep room for about 1.5 times that many.
 func NewIndex(perTarget int) *Index {
 	return &Index{half: max(perTarget/2, 1), targets: make(map[uint64]*recent)}
 }
 
 // Record notes that target served a prompt with these blocks. A prompt longer than half the
 // per-target capacity is remembered by its leading blocks. Record after Forget for the same
-// target starts it afresh: record only targets that are still members.
+// target starts it afresh, so a caller that records off its own lock, racing the target's
+// departure, checks after Record whether the target has gone and then Forgets it again.
 func (x *Index) Record(target uint64, blocks []uint64) {
 	if len(blocks) == 0 {
 		return
@@ -44,16 +48,28 @@ func (x *Index) Record(target uint64, blocks []uint64) {
 		r = x.add(target)
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	// cur is prefix-closed, so the blocks it already holds are a leading run.
 	k := leading(r.cur, nil, blocks)
+	var dropped map[uint64]struct{}
 	if len(r.cur)+len(blocks)-k > x.half {
-		clear(r.old)
-		r.old, r.cur = r.cur, r.old
+		dropped = r.old
+		r.old, r.cur, r.spare = r.cur, r.spare, nil
+		if r.cur == nil { // the last spare is still being cleared
+			r.cur = make(map[uint64]struct{})
+		}
 		k = 0
 	}
 	for _, h := range blocks[k:] {
 		r.cur[h] = struct{}{}
+	}
+	r.mu.Unlock()
+	if dropped != nil {
+		clear(dropped)
+		r.mu.Lock()
+		if r.spare == nil {
+			r.spare = dropped
+		}
+		r.mu.Unlock()
 	}
 }
 

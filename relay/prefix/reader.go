@@ -88,6 +88,17 @@ func (r *reader) rawString() []byte {
 		return nil
 	}
 	start := r.i + 1
+	// Most strings are short (keys, roles, types, schema words): a loop finds their end
+	// sooner than starting a vectorised search.
+	for j, c := range r.b[start:min(start+shortString, len(r.b))] {
+		if c == '"' {
+			r.i = start + j + 1
+			return r.b[start : start+j]
+		}
+		if c == '\\' {
+			break
+		}
+	}
 	j := start
 	for j <= len(r.b) {
 		k := bytes.IndexByte(r.b[j:], '"')
@@ -186,6 +197,9 @@ func field(v []byte, name string) []byte {
 // With requote it escapes '"' and '\' again (and nothing else): the canonical form of a
 // string inside JSON text. An invalid escape is kept as sent.
 func appendUnescaped(dst, s []byte, requote bool, limit int) []byte {
+	if len(s) <= shortString && len(s) <= limit-len(dst) && !hasBackslash(s) {
+		return append(dst, s...)
+	}
 	for len(s) > 0 && len(dst) < limit {
 		k := bytes.IndexByte(s, '\\')
 		if k < 0 {
@@ -225,6 +239,18 @@ func appendUnescaped(dst, s []byte, requote bool, limit int) []byte {
 		}
 	}
 	return dst
+}
+
+// shortString is how long a string is scanned byte by byte before a vectorised search.
+const shortString = 24
+
+func hasBackslash(s []byte) bool {
+	for _, c := range s {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
 }
 
 // appendEscapedRune decodes the hex digits of a \u escape (and of a low surrogate's \u
