@@ -27,7 +27,6 @@ type member struct {
 	weight        float64 // upstreams: traffic ratio; workers: 1
 	seq           uint64  // registration order within the process
 	swrrCurrent   float64 // smooth weighted round-robin state
-	brk           breaker // upstreams: health (see breaker.go)
 
 	id     string
 	name   string      // what x-modelrelay-target and prefer_gpu say: a worker's name, else the id
@@ -35,6 +34,7 @@ type member struct {
 	target target
 	speech *speech  // what API families the target speaks (atomics: read without the lock)
 	models []string // advertised, sanitized, registration order (without "*")
+	brk    breaker  // upstreams: health (see breaker.go)
 }
 
 func (m *member) setModels(models []string) {
