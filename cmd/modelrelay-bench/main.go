@@ -8,6 +8,10 @@
 // `modelrelay-bench soak [-hold 10s]` measures what slow and oversized request bodies cost the
 // relay (its RSS and an ordinary request's latency while they are held).
 //
+// `modelrelay-bench placement` compares the relay's least_load and cache_aware routing over
+// four simulated prefix-cache replicas (`modelrelay-bench simcache -listen ADDR` runs one), on
+// two workloads: short chats on 8B-class replicas and agent sessions on 70B-class ones.
+//
 // `modelrelay-bench upstream -listen ADDR` runs only the fake upstream (the benchmark starts
 // itself that way, so the upstream's CPU stays out of the generator's process).
 package main
@@ -40,6 +44,12 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "soak" {
 		os.Exit(soakMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "simcache" {
+		os.Exit(simcacheMain(os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "placement" {
+		os.Exit(placementMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	os.Exit(benchMain(os.Args[1:], os.Stdout, os.Stderr))
 }
