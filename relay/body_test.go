@@ -47,6 +47,10 @@ func FuzzParseInference(f *testing.F) {
 	for _, c := range bodyCases {
 		f.Add([]byte(c.body))
 	}
+	for _, o := range []string{`{"fallback_models":["b","c"],"max_latency_ms":250}`, `{"priority":"low","prefer_gpu":"gpu-1"}`,
+		`null`, `{"fallback_models":[]}`, `{"max_latency_ms":"x"}`, `{"priority":"urgent"}`, `[]`} {
+		f.Add([]byte(`{"model":"m","x_pool_options":` + o + `,"messages":[]}`))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fields, err := parseInference(body)
 		if err != nil {
@@ -58,6 +62,11 @@ func FuzzParseInference(f *testing.F) {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(body, &obj) != nil || fields.Model == "" {
 			t.Fatalf("accepted %q as %+v", body, fields)
+		}
+		if fields.options != nil {
+			if _, err := rewriteObject(body, "", "x_pool_options"); err != nil {
+				t.Fatalf("accepted %q but cannot strip its x_pool_options: %v", body, err)
+			}
 		}
 	})
 }
