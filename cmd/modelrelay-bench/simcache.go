@@ -218,15 +218,10 @@ func (s *simReplica) nextToken(ctx context.Context, i int, prev time.Time) (time
 }
 
 func (s *simReplica) stream(w http.ResponseWriter, r *http.Request, ans *simAnswer, includeUsage bool) {
-	flusher, ok := w.(http.Flusher)
+	flusher, ok := startSSE(w)
 	if !ok {
-		http.Error(w, "no flusher", http.StatusInternalServerError)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
 	at := ans.firstToken
 	for i, tok := range ans.tokens {
 		var err error

@@ -76,18 +76,27 @@ func serveCompletion(w http.ResponseWriter, r *http.Request) {
 	serveStream(w, r)
 }
 
-// serveStream writes sseEvents events on an absolute schedule (start + i*pacing), so timer
-// drift does not accumulate and every proxy sees the same cadence.
-func serveStream(w http.ResponseWriter, r *http.Request) {
+// startSSE sends the head of an event stream; false means w cannot stream (answered 500).
+func startSSE(w http.ResponseWriter) (http.Flusher, bool) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "no flusher", http.StatusInternalServerError)
-		return
+		return nil, false
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
+	return flusher, true
+}
+
+// serveStream writes sseEvents events on an absolute schedule (start + i*pacing), so timer
+// drift does not accumulate and every proxy sees the same cadence.
+func serveStream(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := startSSE(w)
+	if !ok {
+		return
+	}
 	start := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
