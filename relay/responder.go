@@ -76,6 +76,8 @@ type heldAnswer struct {
 	conv    *conversion // the conversion it was to go through
 	served  string      // the model that answered it, and the one asked for
 	from    string
+	target  string // the target that answered it, and how long the request waited for it
+	queued  time.Duration
 }
 
 // add keeps b, up to limit bytes of body in all.
@@ -115,7 +117,8 @@ func failed(status int) bool { return status == http.StatusTooManyRequests || st
 func (o *responder) writeHead(status int, h http.Header) error {
 	refusal := o.probing && refusesDialect(status)
 	if refusal || (o.keepFailures && failed(status)) {
-		o.kept = &heldAnswer{status: status, header: h, refusal: refusal, conv: o.conv, served: o.served, from: o.from}
+		o.kept = &heldAnswer{status: status, header: h, refusal: refusal, conv: o.conv, served: o.served, from: o.from,
+			target: o.target, queued: o.queued}
 		return nil
 	}
 	o.heard(status)
@@ -313,7 +316,7 @@ func (o *responder) streamError(message, code string) []byte {
 // through, or as the target sent it. A translated one is complete after finish.
 func (o *responder) writeHeld(a *heldAnswer) error {
 	o.kept, o.probing, o.keepFailures = nil, false, false
-	o.conv, o.held, o.served, o.from = a.conv, false, a.served, a.from
+	o.conv, o.held, o.served, o.from, o.target, o.queued = a.conv, false, a.served, a.from, a.target, a.queued
 	o.setLength(-1)
 	if a.conv == nil {
 		o.setLength(int64(len(a.body)))
