@@ -69,3 +69,23 @@ func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// withMeta adds x_pool_meta to any object and leaves everything else as it came, whatever
+// bytes a target sends.
+func FuzzWithMeta(f *testing.F) {
+	for _, s := range []string{`{"id":"x","choices":[]}`, `{}`, ` }`, `}`, `[1]`, "{\"a\":1}\n", ``, `{"a":1} x`} {
+		f.Add([]byte(s))
+	}
+	o := &responder{target: "t"}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out := o.withMeta(body)
+		var in map[string]any
+		if json.Unmarshal(body, &in) != nil || in == nil {
+			return
+		}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil || got["x_pool_meta"] == nil {
+			t.Fatalf("withMeta(%q) = %q", body, out)
+		}
+	})
+}

@@ -385,6 +385,9 @@ func (o *responder) withMeta(body []byte) []byte {
 		return body
 	}
 	inner := bytes.TrimRight(body[:end], " \t\r\n")
+	if len(inner) == 0 {
+		return body // a lone "}": not an object
+	}
 	meta, _ := json.Marshal(struct {
 		Target      string `json:"target"`
 		QueueMS     int64  `json:"queue_ms"`
