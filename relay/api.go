@@ -252,6 +252,13 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 	}
 	var pool *Pool
 	var err error
+	// The failure the client gets if the chain runs out: the asked model's, unless it was
+	// that no pool serves it and an alternate got further (its targets exist but are busy or
+	// down): "no provider for model <alternate>" would only puzzle a client that asked for
+	// another model.
+	var failPool *Pool
+	var failErr error
+	exhausted := false
 	for i, model := range models {
 		var names []string
 		switch {
@@ -276,11 +283,22 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 		out.keepFailures = req.stream == nil
 		if pool = s.choosePool(names, req.Model); pool == nil {
 			err = errNoProvider(req.Model)
+			if failErr == nil {
+				failPool, failErr = nil, err
+			}
+			exhausted = i == len(models)-1
 			continue
 		}
 		if err = s.run(ctx, req, pool, out); err == nil || out.started || !movesOn(err) {
 			break
 		}
+		if failErr == nil || (noPool(failErr) && !noPool(err)) {
+			failPool, failErr = pool, err
+		}
+		exhausted = i == len(models)-1
+	}
+	if exhausted && failErr != nil {
+		pool, err = failPool, failErr
 	}
 	if err == nil || out.started {
 		if err != nil {
@@ -306,6 +324,12 @@ func (s *Server) answer(ctx context.Context, pool *Pool, out *responder, err err
 		return
 	}
 	pool.fail(out, err)
+}
+
+// noPool reports whether err says no pool serves the model.
+func noPool(err error) bool {
+	var re *relayError
+	return errors.As(err, &re) && re.status == http.StatusNotFound
 }
 
 // errHeld means a target answered 429 or 5xx and the answer is held in the responder.
@@ -382,13 +406,16 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *respond
 		}
 		pool.placed(req, m)
 		out.target, out.queued = m.name, time.Since(req.arrival)
+		earlier := out.kept // a failure held from an earlier attempt stays, unless this one holds its own
 		out.kept = nil
 		err := s.serveOn(ctx, req, pool, m, out)
-		if err == nil {
-			if out.kept == nil {
-				return nil
-			}
+		switch {
+		case err == nil && out.kept == nil:
+			return nil
+		case err == nil:
 			err = errHeld
+		case out.kept == nil && !out.started:
+			out.kept = earlier
 		}
 		if errors.Is(err, errTargetLost) && !out.started {
 			req.requeues++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -219,5 +220,39 @@ func TestErrorBadRequests(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// A chain that runs out answers with the asked model's failure, not with "no provider" for an
+// alternate the client never named; a target's own 5xx beats both.
+func TestChainRunOutAnswersTheAskedModelsFailure(t *testing.T) {
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"error":"boom"}`, http.StatusInternalServerError)
+	}))
+	defer failing.Close()
+	_, ts := startServer(t, relay.Options{Timings: quietTimings(),
+		Backends: []relay.Backend{
+			{Name: "dead", URL: "http://127.0.0.1:1", Models: []string{"big"}},
+			{Name: "failing", URL: failing.URL, Models: []string{"flaky"}},
+		},
+		Fallbacks: map[string][]string{"big": {"absent"}, "flaky": {"absent"}, "ghost": {"big"}}})
+	for _, c := range []struct {
+		model string
+		want  func(status int, body string) bool
+	}{
+		// Its only backend refused the connection: down (502 refused, or 503 once its breaker
+		// is open), never "no provider for model absent".
+		{"big", func(st int, _ string) bool { return st == http.StatusBadGateway || st == http.StatusServiceUnavailable }},
+		{"ghost", func(st int, _ string) bool { return st == http.StatusBadGateway || st == http.StatusServiceUnavailable }},
+		{"flaky", func(st int, body string) bool {
+			return st == http.StatusInternalServerError && strings.Contains(body, "boom")
+		}},
+	} {
+		resp := post(t, ts, "/v1/chat/completions", chatBody(c.model, false))
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !c.want(resp.StatusCode, string(body)) || strings.Contains(string(body), "absent") {
+			t.Errorf("%s: %d %s", c.model, resp.StatusCode, body)
+		}
 	}
 }
