@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,21 +57,20 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 	if err == nil && f.options != nil {
 		body, err = rewriteObject(body, "", "x_pool_options") // the relay's, never a target's
 	}
-	if err != nil {
-		s.metrics.observe(route, s.refuseBody(w, r, d, err), arrival, 0)
-		return
-	}
 	req := s.newRequest(r, d, arrival)
 	req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
 	req.route = routeOf(r.URL.Path)
 	req.dispatched = br.release
+	if err == nil {
+		err = s.wishes(req, r, f.options)
+	}
+	if err != nil {
+		s.metrics.observe(route, s.refuseBody(w, r, d, err), arrival, 0)
+		return
+	}
 	asked := f.Model
 	if at.Pool != "" && at.Model != "" {
 		asked = at.Model
-	}
-	if err := s.wishes(req, r, f.options); err != nil {
-		s.metrics.observe(route, s.refuseBody(w, r, d, err), arrival, 0)
-		return
 	}
 	if req.prompt != nil {
 		defer prompts.Put(req.prompt)
@@ -116,7 +114,7 @@ func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions) error {
 		}
 		req.priority = p
 	}
-	if !s.opts.Scheduling.CacheAware || req.route == routeCountTokens || req.route == routeOther && !promptPath(req.Path) {
+	if !s.opts.Scheduling.CacheAware || req.route == routeCountTokens || req.route == routeOther && !promptPath(r.URL.Path) {
 		return nil
 	}
 	req.prompt = prompts.Get().(*prefix.Prompt)
@@ -134,8 +132,7 @@ func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions) error {
 
 // promptPath says whether an OpenAI path other than chat carries a prompt worth placing by.
 func promptPath(path string) bool {
-	p, _, _ := strings.Cut(path, "?")
-	return p == "/v1/completions" || p == "/v1/responses"
+	return path == "/v1/completions" || path == "/v1/responses"
 }
 
 // walk is the models a request may be served by, in order: the asked one, then its chain,
@@ -226,8 +223,7 @@ func (s *Server) choosePool(names []string, model string) *Pool {
 
 // serveChain takes req down models, its chain, until one answers or a failure may not move
 // it on: a request moves to the next model only before any byte reached the client. With
-// models nil (a pass-through) it is served from at.Pool alone. The client gets the last
-// failure: a target's own held answer if one answered, else the relay's error.
+// models nil (a pass-through) it is served from at.Pool alone.
 func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placement, models []string, out *responder) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
@@ -243,22 +239,29 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 		})
 		defer t.Stop()
 	}
+	// fail answers a request that went no further: a target's own held 429/5xx beats the
+	// relay's error, unless the client has seen bytes already.
+	fail := func(pool *Pool, err error) {
+		if k := out.kept; k != nil && !out.started {
+			if out.writeHeld(k) == nil {
+				out.finish()
+			}
+			return
+		}
+		s.answer(ctx, pool, out, err)
+	}
 	if models == nil {
 		pool := s.pool(at.Pool)
 		if err := s.run(ctx, req, pool, out); err != nil {
-			s.answer(ctx, pool, out, err)
+			fail(pool, err)
 		}
 		return
 	}
-	var pool *Pool
-	var err error
-	// The failure the client gets if the chain runs out: the asked model's, unless it was
-	// that no pool serves it and an alternate got further (its targets exist but are busy or
-	// down): "no provider for model <alternate>" would only puzzle a client that asked for
-	// another model.
+	// If the chain runs out, the client gets the asked model's failure, unless it was that no
+	// pool serves it and an alternate got further (its targets exist but are busy or down):
+	// "no provider for model <alternate>" would only puzzle a client that asked for another.
 	var failPool *Pool
-	var failErr error
-	exhausted := false
+	var failErr, last error
 	for i, model := range models {
 		var names []string
 		switch {
@@ -267,53 +270,38 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 		case at.ByModel != nil:
 			names = at.ByModel(model)
 		}
-		if i > 0 {
-			reason := fallbackReason(err)
-			s.metrics.fallbacks.WithLabelValues(reason).Inc()
-			s.log.Debug("moving to the next model of the chain", "request_id", req.ID, "from", models[i-1], "to", model,
-				"reason", reason, "err", err)
-			if err = req.retarget(model); err != nil {
-				break
-			}
-		}
 		out.served, out.from = model, ""
 		if i > 0 {
+			reason := fallbackReason(last)
+			s.metrics.fallbacks.WithLabelValues(reason).Inc()
+			s.log.Debug("moving to the next model of the chain", "request_id", req.ID, "from", models[i-1], "to", model,
+				"reason", reason, "err", last)
+			if err := req.retarget(model); err != nil {
+				fail(nil, err)
+				return
+			}
 			out.from = models[0]
 		}
 		out.keepFailures = req.stream == nil
-		if pool = s.choosePool(names, req.Model); pool == nil {
+		var err error
+		pool := s.choosePool(names, req.Model)
+		if pool == nil {
 			err = errNoProvider(req.Model)
-			if failErr == nil {
-				failPool, failErr = nil, err
-			}
-			exhausted = i == len(models)-1
-			continue
+		} else {
+			err = s.run(ctx, req, pool, out)
 		}
-		if err = s.run(ctx, req, pool, out); err == nil || out.started || !movesOn(err) {
-			break
-		}
-		if failErr == nil || (noPool(failErr) && !noPool(err)) {
+		switch {
+		case err == nil:
+			return
+		case out.started || !movesOn(err):
+			fail(pool, err)
+			return
+		case failErr == nil || (noPool(failErr) && !noPool(err)):
 			failPool, failErr = pool, err
 		}
-		exhausted = i == len(models)-1
+		last = err
 	}
-	if exhausted && failErr != nil {
-		pool, err = failPool, failErr
-	}
-	if err == nil || out.started {
-		if err != nil {
-			s.answer(ctx, pool, out, err)
-		}
-		return
-	}
-	if k := out.kept; k != nil {
-		// A target answered 429 or 5xx and nothing later did better: that is the answer.
-		if err := out.writeHeld(k); err == nil {
-			out.finish()
-		}
-		return
-	}
-	s.answer(ctx, pool, out, err)
+	fail(failPool, failErr)
 }
 
 // answer writes a failure the relay answers itself, in the pool's own words where it has them.
