@@ -28,9 +28,11 @@ type member struct {
 	seq           uint64  // registration order within the process
 	swrrCurrent   float64 // smooth weighted round-robin state
 
-	id     string
-	name   string      // what x-modelrelay-target and prefer_gpu say: a worker's name, else the id
-	left   atomic.Bool // gone, readable off the lock (prefix recording)
+	id   string
+	name string // what x-modelrelay-target and prefer_gpu say: a worker's name, else the id
+	// left mirrors gone for prefix recording, which runs off the lock. gone stays a plain bool:
+	// selection reads it for every member, and an atomic there measured 10-20% slower dispatch.
+	left   atomic.Bool
 	target target
 	speech *speech  // what API families the target speaks (atomics: read without the lock)
 	models []string // advertised, sanitized, registration order (without "*")
