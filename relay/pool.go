@@ -363,9 +363,7 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 				if shed == nil {
 					return nil, false, busy(errQueueFull, wait)
 				}
-				p.queue.remove(shed)
-				shed.state = stateDone
-				shed.handoff <- handoff{err: busy(errQueueFull, wait)}
+				p.refuseLocked(shed, busy(errQueueFull, wait))
 			}
 		}
 	}
@@ -424,6 +422,13 @@ func (p *Pool) fail(out *responder, err error) {
 	rec := statusRecorder{ResponseWriter: out.w}
 	answer(&rec)
 	out.status = rec.status
+}
+
+// refuseLocked takes a queued request out of the queue and hands it err.
+func (p *Pool) refuseLocked(req *Request, err error) {
+	p.queue.remove(req)
+	req.state = stateDone
+	req.handoff <- handoff{err: err}
 }
 
 // withdraw takes a queued request out of the queue. It reports false when the pool already
@@ -590,10 +595,7 @@ func (p *Pool) sweepLocked(now *clock) {
 		}
 		for c := range l {
 			for l[c].Len() > 0 {
-				req := l[c].Front().Value.(*Request)
-				p.queue.remove(req) // (deletes l from byModel once empty)
-				req.state = stateDone
-				req.handoff <- handoff{err: err}
+				p.refuseLocked(l[c].Front().Value.(*Request), err) // (deletes l from byModel once empty)
 			}
 		}
 	}
@@ -707,8 +709,6 @@ func (p *Pool) failQueued(err error, removing bool) {
 	}
 	var now clock
 	for req := p.queue.next(&now); req != nil; req = p.queue.next(&now) {
-		p.queue.remove(req)
-		req.state = stateDone
-		req.handoff <- handoff{err: err}
+		p.refuseLocked(req, err)
 	}
 }
