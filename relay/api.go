@@ -270,7 +270,7 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 		case at.ByModel != nil:
 			names = at.ByModel(model)
 		}
-		out.served, out.from = model, ""
+		out.where.served, out.where.from = model, ""
 		if i > 0 {
 			reason := fallbackReason(last)
 			s.metrics.fallbacks.WithLabelValues(reason).Inc()
@@ -280,7 +280,7 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 				fail(nil, err)
 				return
 			}
-			out.from = models[0]
+			out.where.from = models[0]
 		}
 		out.keepFailures = req.stream == nil
 		var err error
@@ -393,7 +393,7 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *respond
 			req.dispatched = nil
 		}
 		pool.placed(req, m)
-		out.target, out.queued = m.name, time.Since(req.arrival)
+		out.where.target, out.where.queued = m.name, time.Since(req.arrival)
 		earlier := out.kept // a failure held from an earlier attempt stays, unless this one holds its own
 		out.kept = nil
 		err := s.serveOn(ctx, req, pool, m, out)

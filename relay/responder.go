@@ -53,13 +53,8 @@ type responder struct {
 	// another target or down its fallback chain. kept is what was held, either way.
 	keepFailures bool
 	kept         *heldAnswer
-	// served and from name the model that serves the request and, after a fallback, the one
-	// the client asked for (x-modelrelay-model, x-modelrelay-fallback-from); target is the
-	// target's name and queued how long the request waited for it (x-modelrelay-target,
-	// x-modelrelay-queue-ms).
-	served, from string
-	target       string
-	queued       time.Duration
+	// where names what serves the request, for the x-modelrelay-* headers.
+	where servedBy
 	// meta asks for x_pool_meta in a JSON answer (the request carried x_pool_options): such an
 	// answer is held whole (bounded) and written with it.
 	meta     bool
@@ -74,10 +69,16 @@ type heldAnswer struct {
 	over    bool        // more came than the bound add was given
 	refusal bool        // held as "does not speak this family" (else as a failure)
 	conv    *conversion // the conversion it was to go through
-	served  string      // the model that answered it, and the one asked for
-	from    string
-	target  string // the target that answered it, and how long the request waited for it
-	queued  time.Duration
+	where   servedBy    // what answered it
+}
+
+// servedBy is what an answer's x-modelrelay-* headers say: the model that serves the request
+// and, after a fallback, the one the client asked for; the target's name and how long the
+// request waited for it.
+type servedBy struct {
+	served, from string
+	target       string
+	queued       time.Duration
 }
 
 // add keeps b, up to limit bytes of body in all.
@@ -117,8 +118,7 @@ func failed(status int) bool { return status == http.StatusTooManyRequests || st
 func (o *responder) writeHead(status int, h http.Header) error {
 	refusal := o.probing && refusesDialect(status)
 	if refusal || (o.keepFailures && failed(status)) {
-		o.kept = &heldAnswer{status: status, header: h, refusal: refusal, conv: o.conv, served: o.served, from: o.from,
-			target: o.target, queued: o.queued}
+		o.kept = &heldAnswer{status: status, header: h, refusal: refusal, conv: o.conv, where: o.where}
 		return nil
 	}
 	o.heard(status)
@@ -153,16 +153,16 @@ func (o *responder) writeHead(status int, h http.Header) error {
 
 // writeHeader sends the head of a target's answer, naming the model and target that served it.
 func (o *responder) writeHeader(status int) {
-	h := o.w.Header()
-	if o.served != "" {
-		h.Set("X-Modelrelay-Model", o.served)
-		if o.from != "" {
-			h.Set("X-Modelrelay-Fallback-From", o.from)
+	h, at := o.w.Header(), &o.where
+	if at.served != "" {
+		h.Set("X-Modelrelay-Model", at.served)
+		if at.from != "" {
+			h.Set("X-Modelrelay-Fallback-From", at.from)
 		}
 	}
-	if o.target != "" {
-		h.Set("X-Modelrelay-Target", o.target)
-		h.Set("X-Modelrelay-Queue-Ms", strconv.FormatInt(o.queued.Milliseconds(), 10))
+	if at.target != "" {
+		h.Set("X-Modelrelay-Target", at.target)
+		h.Set("X-Modelrelay-Queue-Ms", strconv.FormatInt(at.queued.Milliseconds(), 10))
 	}
 	o.status = status
 	o.w.WriteHeader(status)
@@ -316,7 +316,7 @@ func (o *responder) streamError(message, code string) []byte {
 // through, or as the target sent it. A translated one is complete after finish.
 func (o *responder) writeHeld(a *heldAnswer) error {
 	o.kept, o.probing, o.keepFailures = nil, false, false
-	o.conv, o.held, o.served, o.from, o.target, o.queued = a.conv, false, a.served, a.from, a.target, a.queued
+	o.conv, o.held, o.where = a.conv, false, a.where
 	o.setLength(-1)
 	if a.conv == nil {
 		o.setLength(int64(len(a.body)))
@@ -392,7 +392,7 @@ func (o *responder) withMeta(body []byte) []byte {
 		Target      string `json:"target"`
 		QueueMS     int64  `json:"queue_ms"`
 		InferenceMS int64  `json:"inference_ms"`
-	}{o.target, o.queued.Milliseconds(), (time.Since(o.arrival) - o.queued).Milliseconds()})
+	}{o.where.target, o.where.queued.Milliseconds(), (time.Since(o.arrival) - o.where.queued).Milliseconds()})
 	out := make([]byte, 0, len(body)+len(meta)+20)
 	out = append(out, inner...)
 	if inner[len(inner)-1] != '{' {
