@@ -68,10 +68,10 @@ func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.
 	}
 	if d, ok := inferenceCall(r); ok {
 		// Pinned to the circuit; when none of its replicas can serve, the chain of its
-		// canonical model takes over, among what this caller may use (after its checks above).
-		ip, _ := ingress.ClientIP(r, f.trusted)
+		// canonical model takes over, among what this caller may use (after its checks above;
+		// who the caller is is read only if the chain is walked).
 		f.relay.ServeInferenceAt(w, r, d, relay.Placement{Pool: c.Pool, Model: c.Model,
-			ByModel: f.poolsFor(f.verifier.Caller(r, ip))})
+			ByModel: func(model string) []string { return f.poolsFor(f.verifier.Caller(r, ip), model) }})
 		return
 	}
 	f.relay.ServePassThrough(w, r, c.Pool)
@@ -97,33 +97,32 @@ func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost boo
 		relay.WriteModels(w, f.modelsFor(caller))
 		return
 	}
-	f.relay.ServeInferenceAt(w, r, d, relay.Placement{ByModel: f.poolsFor(caller)})
+	byModel := func(model string) []string { return f.poolsFor(caller, model) }
+	f.relay.ServeInferenceAt(w, r, d, relay.Placement{ByModel: byModel})
 }
 
-// poolsFor names, for a model, the circuits serving it that caller may use, else the relay's
-// own pool (relay workers and static backends).
-func (f *front) poolsFor(caller ingress.Caller) func(model string) []string {
-	return func(model string) []string {
-		table := f.router.Table()
-		var candidates []*ingress.Circuit
-		for _, pool := range f.circuits.PoolsFor(model) {
-			if c := table.ByPool(pool); c != nil {
-				candidates = append(candidates, c)
-			}
+// poolsFor names the circuits serving model that caller may use, else the relay's own pool
+// (relay workers and static backends).
+func (f *front) poolsFor(caller ingress.Caller, model string) []string {
+	table := f.router.Table()
+	var candidates []*ingress.Circuit
+	for _, pool := range f.circuits.PoolsFor(model) {
+		if c := table.ByPool(pool); c != nil {
+			candidates = append(candidates, c)
 		}
-		// Circuits the caller may not use are answered exactly as a model nobody serves: a 401
-		// or 403 here would reveal a private model's name that /v1/models hides. (The circuit's
-		// own host still answers 401/403: its name is no secret to whoever holds it.)
-		kept, _ := caller.Filter(candidates)
-		if len(kept) == 0 {
-			return []string{f.relay.Provider()}
-		}
-		pools := make([]string, len(kept))
-		for i, c := range kept {
-			pools[i] = c.Pool
-		}
-		return pools
 	}
+	// Circuits the caller may not use are answered exactly as a model nobody serves: a 401
+	// or 403 here would reveal a private model's name that /v1/models hides. (The circuit's
+	// own host still answers 401/403: its name is no secret to whoever holds it.)
+	kept, _ := caller.Filter(candidates)
+	if len(kept) == 0 {
+		return []string{f.relay.Provider()}
+	}
+	pools := make([]string, len(kept))
+	for i, c := range kept {
+		pools[i] = c.Pool
+	}
+	return pools
 }
 
 // modelsFor lists the models the caller may use: its circuits' and the relay pool's.
