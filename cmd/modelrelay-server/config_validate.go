@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
@@ -173,12 +174,7 @@ func checkAPIKey(key string) error {
 // validateFallbacks checks each chain as a whole: it is walked once, so naming its own model
 // or one model twice is a mistake. Errors name fallbacks.<model>.
 func validateFallbacks(chains map[string][]string) error {
-	models := make([]string, 0, len(chains))
-	for model := range chains {
-		models = append(models, model)
-	}
-	slices.Sort(models) // the same file always names the same key
-	for _, model := range models {
+	for _, model := range slices.Sorted(maps.Keys(chains)) { // the same file always names the same key
 		seen := map[string]bool{}
 		for _, alt := range chains[model] {
 			if alt == model {
