@@ -26,6 +26,9 @@ type poolOptions struct {
 	preferGPU  string        // a target id or name that gets the request whenever it has room
 }
 
+// given says whether an optional JSON member was sent with a value (null counts as not sent).
+func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
 // parsePoolOptions reads x_pool_options; a wrong type of a known key is the client's error.
 func parsePoolOptions(raw json.RawMessage) (*poolOptions, error) {
 	var v struct {
@@ -38,7 +41,7 @@ func parsePoolOptions(raw json.RawMessage) (*poolOptions, error) {
 		return nil, badRequest("x_pool_options must be an object")
 	}
 	o := &poolOptions{}
-	if len(v.FallbackModels) > 0 && string(v.FallbackModels) != "null" {
+	if given(v.FallbackModels) {
 		if json.Unmarshal(v.FallbackModels, &o.fallbacks) != nil || slices.Contains(o.fallbacks, "") {
 			return nil, badRequest("x_pool_options.fallback_models must be a list of model names")
 		}
@@ -46,22 +49,20 @@ func parsePoolOptions(raw json.RawMessage) (*poolOptions, error) {
 			o.fallbacks = []string{} // an empty list: no fallback for this request
 		}
 	}
-	if len(v.MaxLatencyMS) > 0 && string(v.MaxLatencyMS) != "null" {
+	if given(v.MaxLatencyMS) {
 		var ms float64
 		if json.Unmarshal(v.MaxLatencyMS, &ms) != nil || ms <= 0 || ms > 1e9 {
 			return nil, badRequest("x_pool_options.max_latency_ms must be a positive number of milliseconds")
 		}
 		o.maxLatency = time.Duration(ms * float64(time.Millisecond))
 	}
-	if len(v.Priority) > 0 && string(v.Priority) != "null" {
-		if json.Unmarshal(v.Priority, &o.priority) != nil {
-			o.priority = "?"
-		}
-		if _, ok := parsePriority(o.priority); !ok {
+	if given(v.Priority) {
+		err := json.Unmarshal(v.Priority, &o.priority)
+		if _, ok := parsePriority(o.priority); err != nil || !ok {
 			return nil, badRequest("x_pool_options.priority must be high, normal or low")
 		}
 	}
-	if len(v.PreferGPU) > 0 && string(v.PreferGPU) != "null" && json.Unmarshal(v.PreferGPU, &o.preferGPU) != nil {
+	if given(v.PreferGPU) && json.Unmarshal(v.PreferGPU, &o.preferGPU) != nil {
 		return nil, badRequest("x_pool_options.prefer_gpu must be a target id or name")
 	}
 	return o, nil
@@ -92,7 +93,7 @@ func parseInference(body []byte) (inferenceFields, error) {
 	if len(raw.Model) == 0 || json.Unmarshal(raw.Model, &f.Model) != nil || f.Model == "" {
 		return inferenceFields{}, badRequest("model is required")
 	}
-	if len(raw.Stream) > 0 && string(raw.Stream) != "null" {
+	if given(raw.Stream) {
 		if json.Unmarshal(raw.Stream, &f.Stream) != nil {
 			return inferenceFields{}, badRequest("stream must be a boolean")
 		}
