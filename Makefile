@@ -14,9 +14,10 @@ build:
 run:
 	$(GO) run ./cmd/modelrelay-server
 
-## deps: what the tests need beyond Go: a redis-server binary (tests start their own on a
-## random loopback port; they never touch one already running), and Node with the official
-## client SDKs and Claude Code (pinned in testdata/clients/package-lock.json).
+## deps: what the tests need beyond Go: a redis-server binary and the PostgreSQL server
+## binaries (initdb, pg_ctl, postgres: tests start their own servers on random loopback ports;
+## they never touch one already running), and Node with the official client SDKs and Claude
+## Code (pinned in testdata/clients/package-lock.json).
 APT_INSTALL = SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 deps:
@@ -24,6 +25,10 @@ deps:
 		echo "redis-server not found: installing it from Debian packages"; \
 		$(APT_INSTALL) redis-server >/dev/null; \
 		command -v redis-server >/dev/null 2>&1 || { echo "could not install redis-server" >&2; exit 1; }; }
+	@{ ls /usr/lib/postgresql/*/bin/initdb || command -v initdb; } >/dev/null 2>&1 || { \
+		echo "PostgreSQL (initdb) not found: installing it from Debian packages"; \
+		$(APT_INSTALL) postgresql >/dev/null; \
+		{ ls /usr/lib/postgresql/*/bin/initdb || command -v initdb; } >/dev/null 2>&1 || { echo "could not install postgresql" >&2; exit 1; }; }
 	@{ command -v node && command -v npm; } >/dev/null 2>&1 || { \
 		echo "node/npm not found: installing them from Debian packages"; \
 		$(APT_INSTALL) nodejs npm >/dev/null; \

@@ -18,6 +18,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/workers/{id}/drain", s.admin(s.handleAdminDrain))
 	mux.Handle("POST /admin/workers/{id}/refresh", s.admin(s.handleAdminRefresh))
 	mux.Handle("GET /admin/circuits", s.admin(s.handleAdminCircuits))
+	s.keyRoutes(mux)
 }
 
 func (s *Server) admin(next http.HandlerFunc) http.Handler {

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/keys"
 	"modelrelay/relay/prefix"
+	"modelrelay/relay/usage"
 )
 
 // inference serves one OpenAI or Anthropic route on the relay's default pool.
@@ -34,6 +36,9 @@ type Placement struct {
 	// ByModel names the pools that serve a model, in order of preference: the asked model's
 	// when Pool is empty, and the fallbacks'. Nil = none.
 	ByModel func(model string) []string
+	// OwnAuth says the caller passed the checks of the place it called (a circuit's token and
+	// allow-list): client API keys do not apply there.
+	OwnAuth bool
 }
 
 // ServeInferenceAt answers an inference call: the asked model from its pools, then down its
@@ -45,6 +50,14 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 		writeError(w, d, errShuttingDown)
 		s.metrics.observe(route, errShuttingDown.status, arrival, 0)
 		return
+	}
+	var key *keys.Key
+	var keyHeader string
+	if s.opts.RequireAPIKeys && !at.OwnAuth {
+		if key, keyHeader = s.authorize(w, r, d, arrival); key == nil {
+			s.metrics.observe(route, http.StatusUnauthorized, arrival, 0)
+			return
+		}
 	}
 	br := s.bodyReader(w, r)
 	defer br.release()
@@ -61,8 +74,11 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 	req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
 	req.route = routeOf(r.URL.Path)
 	req.dispatched = br.release
+	if keyHeader != "" {
+		req.Header.Del(keyHeader)
+	}
 	if err == nil {
-		err = s.wishes(req, r, f.options)
+		err = s.wishes(req, r, f.options, key)
 	}
 	if err != nil {
 		s.metrics.observe(route, s.refuseBody(w, r, d, err), arrival, 0)
@@ -75,6 +91,13 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 	if req.prompt != nil {
 		defer prompts.Put(req.prompt)
 	}
+	if key != nil {
+		if no := s.admit(key, asked, arrival); no != nil {
+			writeError(w, d, no)
+			s.metrics.observe(route, no.status, arrival, 0)
+			return
+		}
+	}
 	var chain []string
 	if f.options != nil {
 		chain = f.options.fallbacks
@@ -84,8 +107,21 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 	}
 	out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
 	out.meta = f.options != nil
-	s.serveChain(r.Context(), req, at, walk(asked, chain), out)
+	if operation(r.URL.Path) != "" {
+		out.tap = taps.Get().(*usage.Tap)
+		defer taps.Put(out.tap)
+		// An OpenAI stream reports usage only when asked. For a key's accounting the relay
+		// asks, and takes the usage chunk out again for a client that did not; without keys
+		// the body goes as the client sent it (the metrics count what streams report).
+		if key != nil && req.Streaming && (req.route == routeChat || r.URL.Path == "/v1/completions") {
+			var asked bool
+			req.Body, asked = usage.AskForUsage(req.Body)
+			req.askedUsage, out.stripUsage = !asked, !asked
+		}
+	}
+	s.serveChain(r.Context(), req, at, walk(asked, allowedChain(key, chain)), out)
 	s.metrics.observe(route, out.status, arrival, out.ttfb)
+	s.account(req, key, asked, out)
 	s.logRequest(r, req, out)
 }
 
@@ -97,10 +133,14 @@ var (
 )
 
 // wishes reads what the request asks of scheduling (gateway.md section 3): its priority
-// (x_pool_options, else the x-modelrelay-priority header), a preferred target, its latency
-// bound, and for cache-aware routing its session key and prompt blocks.
-func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions) error {
+// (x_pool_options, else the x-modelrelay-priority header, else its key's default), a
+// preferred target, its latency bound, and for cache-aware routing its session key and
+// prompt blocks.
+func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys.Key) error {
 	name := r.Header.Get("X-Modelrelay-Priority")
+	if name == "" && key != nil {
+		name = key.Priority
+	}
 	if o != nil {
 		req.maxLatency, req.prefer = o.maxLatency, o.preferGPU
 		if o.priority != "" {

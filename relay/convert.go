@@ -114,6 +114,11 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 	case routeChat:
 		w.path = "/v1/messages"
 		w.body, w.meta, err = translate.OpenAIToAnthropic(n.body, s.opts.DefaultMaxTokens)
+		// The body may ask for usage because the relay asked (for its accounting): the
+		// translated stream carries a usage chunk only if the client asked.
+		if req.askedUsage {
+			w.meta.IncludeUsage = false
+		}
 	}
 	if err != nil {
 		return nil, &relayError{status: http.StatusBadRequest, message: err.Error(), code: "invalid_request_error"}

@@ -18,6 +18,8 @@ func openAIErrorType(status int) string {
 	switch status {
 	case 400, 404, 413:
 		return "invalid_request_error"
+	case 403:
+		return "permission_error"
 	case 429:
 		return "rate_limit_error"
 	case 502:
@@ -32,6 +34,8 @@ func anthropicErrorType(status int) string {
 	switch status {
 	case 400, 413:
 		return "invalid_request_error"
+	case 403:
+		return "permission_error"
 	case 404:
 		return "not_found_error"
 	case 429:

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/keys"
 )
 
 const (
@@ -76,10 +78,28 @@ func (s *Server) authenticate(r *http.Request, provider, peer string) string {
 	if want != "" && subtle.ConstantTimeCompare([]byte(secret), []byte(want)) == 1 {
 		return ""
 	}
+	if s.workerKey(r, provider, secret) {
+		return ""
+	}
 	if !s.WrongCredential(r.Context(), "worker", peer) {
 		return reasonRateLimited
 	}
 	return reasonAuthFailed
+}
+
+// workerKey reports whether a worker's secret is a valid client API key, which lets a worker
+// join as in the Rust server (there under any provider; here under the relay's own, the one
+// pool relay workers serve). A key the store cannot check now is refused like a wrong one:
+// the worker retries.
+func (s *Server) workerKey(r *http.Request, provider, secret string) bool {
+	if provider != s.opts.Provider || !strings.HasPrefix(secret, keys.SecretPrefix) {
+		return false
+	}
+	_, err := s.keys.Check(r.Context(), secret, time.Now())
+	if err != nil && !errors.Is(err, keys.ErrInvalid) {
+		s.log.Warn("worker key not checked: key store unavailable", "err", err)
+	}
+	return err == nil
 }
 
 func (s *Server) secretFor(provider string) string {

@@ -22,6 +22,7 @@ type metrics struct {
 	bodyErrors       *prometheus.CounterVec
 	authFailures     *prometheus.CounterVec
 	fallbacks        *prometheus.CounterVec
+	genAI            *genAI
 }
 
 var latencyBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -49,7 +50,7 @@ func newMetrics(s *Server) *metrics {
 			Help: "Request bodies refused or abandoned, by reason (malformed, truncated, timeout, too_large, over_budget, client_gone, invalid).",
 		}, []string{"reason"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "modelrelay_auth_failures_total", Help: "Wrong secrets and tokens presented, by kind (worker, admin, circuit).",
+			Name: "modelrelay_auth_failures_total", Help: "Wrong secrets, tokens and keys presented, by kind (worker, admin, circuit, api_key).",
 		}, []string{"kind"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "modelrelay_fallbacks_total",
@@ -60,6 +61,20 @@ func newMetrics(s *Server) *metrics {
 		Name: "modelrelay_request_body_bytes_held",
 		Help: "Bytes held in request bodies not yet handed to a target (bounded by body_budget_bytes).",
 	}, func() float64 { return float64(s.bodyBudget.held.Load()) })
+	usagePending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "modelrelay_usage_pending_rows",
+		Help: "Usage rows (key, model, day) waiting to be written to the key store.",
+	}, func() float64 { return float64(s.ledger.Pending()) })
+	usageDropped := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "modelrelay_usage_dropped_total",
+		Help: "Requests whose usage was dropped because too much waited for a key store that was down.",
+	}, func() float64 { return float64(s.ledger.Dropped()) })
+	usageFailures := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "modelrelay_usage_write_failures_total",
+		Help: "Usage batches the key store refused (kept and retried).",
+	}, func() float64 { return float64(s.ledger.Failures()) })
+	m.genAI = newGenAI(m.registry)
+	m.registry.MustRegister(usagePending, usageDropped, usageFailures)
 	m.registry.MustRegister(bodiesHeld, m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures, m.fallbacks,
 		poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -55,6 +55,7 @@ type poolConfig struct {
 	breaker     BreakerOptions
 	sched       Scheduling
 	log         *slog.Logger
+	names       *modelNames // model names metrics may use as labels
 }
 
 // meanServiceStart is the service time assumed before any request completed.
@@ -626,6 +627,7 @@ func (p *Pool) add(m *member) error {
 	}
 	p.members = append(p.members, m)
 	p.index = nil
+	p.cfg.names.note(m.models...)
 	for _, name := range m.models {
 		delete(p.knownUntil, name)
 	}
@@ -658,6 +660,7 @@ func (p *Pool) setModels(m *member, models []string, load int) {
 			}
 		}
 		m.setModels(models)
+		p.cfg.names.note(m.models...)
 		p.index = nil
 		for _, name := range m.models {
 			delete(p.knownUntil, name)

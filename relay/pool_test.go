@@ -8,7 +8,7 @@ import (
 )
 
 func testConfig() *poolConfig {
-	c := &poolConfig{keepKnown: time.Minute, workerGrace: 10 * time.Second, log: slog.New(slog.DiscardHandler)}
+	c := &poolConfig{keepKnown: time.Minute, workerGrace: 10 * time.Second, log: slog.New(slog.DiscardHandler), names: &modelNames{}}
 	c.breaker.fill()
 	return c
 }

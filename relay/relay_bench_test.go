@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"modelrelay/relay"
+	"modelrelay/relay/keys"
 )
 
 const benchReply = `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}]}`
@@ -37,11 +39,24 @@ func BenchmarkUpstreamOverhead(b *testing.B) {
 	front := httptest.NewServer(srv.Handler())
 	defer front.Close()
 	defer srv.Close()
+	// The same relay asking for client keys (in memory, the key cached after its first use).
+	store := keys.NewMemory()
+	secret, prefix := keys.NewSecret()
+	store.Insert(context.Background(), keys.Key{ID: keys.NewID(), Prefix: prefix}, keys.HashOf(secret))
+	keyed, err := relay.New(relay.Options{RequireAPIKeys: true, Keys: relay.KeyOptions{Store: store},
+		Backends: []relay.Backend{{Name: "b", URL: backend.URL, Models: []string{"m"}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyedFront := httptest.NewServer(keyed.Handler())
+	defer keyedFront.Close()
+	defer keyed.Close()
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	for _, c := range []struct{ name, url string }{
-		{"direct", backend.URL + "/v1/chat/completions"},
-		{"relay", front.URL + "/v1/chat/completions"},
+	for _, c := range []struct{ name, url, key string }{
+		{"direct", backend.URL + "/v1/chat/completions", ""},
+		{"relay", front.URL + "/v1/chat/completions", ""},
+		{"relay-with-key", keyedFront.URL + "/v1/chat/completions", secret},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
@@ -49,7 +64,7 @@ func BenchmarkUpstreamOverhead(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				start := time.Now()
-				benchPost(b, client, c.url, body)
+				benchPostKey(b, client, c.url, c.key, body)
 				lat = append(lat, time.Since(start))
 			}
 			b.StopTimer()
@@ -167,7 +182,20 @@ func BenchmarkStreamTranslation(b *testing.B) {
 
 // benchPost posts body to url, reads the whole answer and insists on a 200.
 func benchPost(b *testing.B, client *http.Client, url, body string) {
-	resp, err := client.Post(url, "application/json", strings.NewReader(body))
+	benchPostKey(b, client, url, "", body)
+}
+
+// benchPostKey posts body with a client API key (none when key is "").
+func benchPostKey(b *testing.B, client *http.Client, url, key, body string) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -42,6 +42,9 @@ type Request struct {
 	native     *wire
 	foreign    *wire
 	translated bool // req is dressed as foreign
+	// askedUsage: the relay asked an OpenAI stream for its usage chunk, which the client did
+	// not ask for (it is taken out of the answer).
+	askedUsage bool
 
 	maxLatency time.Duration  // x_pool_options.max_latency_ms: refuse rather than wait longer (0 = any)
 	priority   priority       // guarded by pool.mu while queued

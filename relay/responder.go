@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"modelrelay/relay/usage"
 )
 
 // Gate states: whether the first byte or the request timeout won the race.
@@ -59,6 +61,13 @@ type responder struct {
 	// answer is held whole (bounded) and written with it.
 	meta     bool
 	metaHeld *heldAnswer
+	// tap, when set, reads the tokens a successful answer used as its bytes pass (before any
+	// translation: the tap reads either family); tapping while it follows one. stripUsage
+	// takes the usage chunk out of an untranslated OpenAI stream (the relay asked for it, the
+	// client did not).
+	tap        *usage.Tap
+	tapping    bool
+	stripUsage bool
 }
 
 // heldAnswer is a target's answer kept instead of written.
@@ -125,6 +134,9 @@ func (o *responder) writeHead(status int, h http.Header) error {
 	if err := o.begin(); err != nil {
 		return err
 	}
+	if success(status) {
+		o.follow(strings.HasPrefix(h.Get("Content-Type"), "text/event-stream"))
+	}
 	if o.conv != nil {
 		if success(status) && strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
 			o.startTranslatedStream(status, h)
@@ -177,6 +189,7 @@ func (o *responder) startEventStream() error {
 	if err := o.begin(); err != nil {
 		return err
 	}
+	o.follow(true)
 	if o.conv != nil {
 		o.startTranslatedStream(http.StatusOK, nil)
 		return nil
@@ -186,6 +199,34 @@ func (o *responder) startEventStream() error {
 	h.Set("Cache-Control", "no-cache")
 	o.writeHeader(http.StatusOK)
 	return nil
+}
+
+// follow starts reading the usage of a successful answer, a stream or a whole body.
+func (o *responder) follow(stream bool) {
+	if o.tap == nil || o.tapping {
+		return
+	}
+	mode := usage.JSON
+	switch {
+	case stream && o.stripUsage && o.conv == nil:
+		mode = usage.StreamStrip
+	case stream:
+		mode = usage.Stream
+	}
+	o.tap.Reset(mode)
+	o.tapping = true
+}
+
+// usage is what the answer reported using; it ends the tap's reading.
+func (o *responder) usage() usage.Counts {
+	if o.tap == nil {
+		return usage.Counts{}
+	}
+	if o.tapping {
+		o.tapping = false
+		o.tap.Close()
+	}
+	return o.tap.Counts()
 }
 
 // heard records, for a probe, that the target answered status to the untranslated route.
@@ -223,6 +264,11 @@ func (o *responder) writeChunk(b []byte, flush bool) error {
 		// Too large to hold: this failure is the answer after all.
 		if err := o.writeHeld(k); err != nil {
 			return err
+		}
+	}
+	if o.tapping {
+		if b = o.tap.Write(b); len(b) == 0 {
+			return nil
 		}
 	}
 	if a := o.metaHeld; a != nil {
@@ -330,6 +376,15 @@ func (o *responder) writeHeld(a *heldAnswer) error {
 // finish completes a translated answer once the target is done: the closing events of a
 // stream, or the whole translated body of a held answer.
 func (o *responder) finish() error {
+	if o.tapping {
+		o.tapping = false
+		// An untranslated stream's last event, held back while it was incomplete.
+		if tail := o.tap.Close(); len(tail) > 0 {
+			if err := o.emit(tail, true); err != nil {
+				return err
+			}
+		}
+	}
 	if a := o.metaHeld; a != nil {
 		o.metaHeld, o.held = nil, false
 		copyRewrittenHead(o.w.Header(), a.header, "")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/keys"
 	"modelrelay/relay/throttle"
 )
 
@@ -43,9 +44,13 @@ type Options struct {
 	WorkerGrace time.Duration
 	Breaker     BreakerOptions
 	Scheduling  Scheduling
-	Version     string
-	Logger      *slog.Logger
-	Timings     Timings
+	// RequireAPIKeys makes every inference route (but on circuit hosts, which keep their own
+	// rules) ask for a client API key from Keys.
+	RequireAPIKeys bool
+	Keys           KeyOptions
+	Version        string
+	Logger         *slog.Logger
+	Timings        Timings
 }
 
 // Backend is a static HTTP upstream from the config file.
@@ -91,6 +96,13 @@ func (o *Scheduling) fill() {
 	if o.PriorityAging <= 0 {
 		o.PriorityAging = 10 * time.Second
 	}
+}
+
+// KeyOptions configure client API keys (gateway.md section 4).
+type KeyOptions struct {
+	Store      keys.Store    // nil = in memory (one process; lost on restart)
+	CacheTTL   time.Duration // a validated key is trusted this long (at most 5 s, the default)
+	MaxPending int           // distinct usage rows held while the store is down (100000)
 }
 
 // BreakerOptions shape every static backend's and circuit replica's circuit breaker.
@@ -142,6 +154,8 @@ type Server struct {
 	poolsMu sync.Mutex // serializes pool creation and removal
 	pools   sync.Map   // name -> *Pool; the request path reads it without a lock
 
+	keys       *keys.Auth         // client API keys, validated and cached
+	ledger     *keys.Ledger       // what keys used, on its way to the store
 	sessions   sync.Map           // worker id -> *workerSession
 	guesses    *throttle.Throttle // wrong worker secrets and admin tokens, per client address
 	bodyBudget *bodyBudget
@@ -208,7 +222,18 @@ func New(opts Options) (*Server, error) {
 		upstreams:  newUpstreamClient(),
 		bodyBudget: &bodyBudget{limit: opts.BodyLimits.Budget},
 		poolConf: &poolConfig{maxQueue: opts.MaxQueueLen, keepKnown: opts.Timings.KeepKnown,
-			workerGrace: opts.WorkerGrace, breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger},
+			workerGrace: opts.WorkerGrace, breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger,
+			names: &modelNames{}},
+	}
+	if opts.Keys.Store == nil {
+		opts.Keys.Store = keys.NewMemory()
+		s.opts.Keys.Store = opts.Keys.Store
+	}
+	s.keys = keys.NewAuth(opts.Keys.Store, opts.Keys.CacheTTL)
+	s.ledger = keys.NewLedger(opts.Keys.Store, time.Second, opts.Keys.MaxPending, opts.Logger)
+	for model, chain := range opts.Fallbacks {
+		s.poolConf.names.note(model)
+		s.poolConf.names.note(chain...)
 	}
 	s.hardStop, s.stop = context.WithCancelCause(context.Background())
 	s.metrics = newMetrics(s)
@@ -282,8 +307,10 @@ func (s *Server) HoldReady() (release func()) {
 func (s *Server) Run(ctx context.Context) {
 	s.probeAll(ctx) // a backend that is down at start fails fast from the first request
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(3)
 	go func() { defer wg.Done(); s.healthLoop(ctx) }()
+	go func() { defer wg.Done(); s.keys.Run(ctx) }()
+	go func() { defer wg.Done(); s.ledger.Run(ctx) }()
 	for _, u := range s.backends {
 		if len(u.configured) == 0 {
 			wg.Add(1)
@@ -295,8 +322,9 @@ func (s *Server) Run(ctx context.Context) {
 
 // Drain is the SIGTERM path: new inference requests get 503, queued ones fail, every worker is
 // asked to finish what it holds, and Drain waits for in-flight requests until ctx ends. Then it
-// fails what is still running with 503.
+// fails what is still running with 503. Last, what keys used goes to the store.
 func (s *Server) Drain(ctx context.Context) {
+	defer s.flushUsage(ctx)
 	s.draining.Store(true)
 	s.eachPool(func(_ string, p *Pool) { p.failQueued(errShuttingDown, false) })
 	s.sessions.Range(func(_, v any) bool {
@@ -322,6 +350,20 @@ func (s *Server) Drain(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// flushUsage writes the usage ledger during the drain: within ctx, or for a few seconds
+// more when the drain used all of it (usage is worth a short wait; a store that is down
+// keeps it from being written either way, and the log says how much).
+func (s *Server) flushUsage(ctx context.Context) {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+	}
+	if err := s.ledger.Flush(ctx); err != nil {
+		s.log.Error("usage not written at shutdown", "err", err, "rows_lost", s.ledger.Pending())
 	}
 }
 

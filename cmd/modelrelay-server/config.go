@@ -30,7 +30,10 @@ type Config struct {
 	LogLevel               string // debug, info, warn or error
 	LogFormat              string // text or json
 	AdminToken             string // "" = admin routes answer 403
-	RequireAPIKeys         bool   // reserved
+	RequireAPIKeys         bool   // inference routes ask for a client API key
+	DatabaseURL            string // PostgreSQL for keys and usage; "" = in memory
+	KeyCacheTTL            time.Duration
+	UsageMaxPending        int // distinct usage rows held while the database is down
 	MaxBodyBytes           int64
 	BodyReadTimeout        time.Duration
 	BodyMinRate            int64 // bytes/s; 0 = no minimum
@@ -159,6 +162,9 @@ var settings = []setting{
 	{key: "log_format", flag: "log-format", env: "LOG_FORMAT"},
 	{key: "admin_token", flag: "admin-token", env: "MODELRELAY_ADMIN_TOKEN"},
 	{key: "require_api_keys", flag: "require-api-keys", env: "MODELRELAY_REQUIRE_API_KEYS", boolean: true},
+	{key: "database_url", flag: "database-url", env: "DATABASE_URL"},
+	{key: "key_cache_ttl", flag: "key-cache-ttl", env: "KEY_CACHE_TTL"},
+	{key: "usage_max_pending", flag: "usage-max-pending", env: "USAGE_MAX_PENDING"},
 	{key: "max_body_bytes", flag: "max-body-bytes", env: "MAX_BODY_BYTES"},
 	{key: "body_read_timeout", flag: "body-read-timeout", env: "BODY_READ_TIMEOUT"},
 	{key: "body_min_rate", flag: "body-min-rate", env: "BODY_MIN_RATE"},
@@ -217,6 +223,8 @@ func defaultValues() map[string]any {
 		"log_level":                      "info",
 		"log_format":                     "text",
 		"require_api_keys":               false,
+		"key_cache_ttl":                  5 * time.Second,
+		"usage_max_pending":              100000,
 		"max_body_bytes":                 int64(32 << 20),
 		"body_read_timeout":              30 * time.Second,
 		"body_min_rate":                  int64(4 << 10),

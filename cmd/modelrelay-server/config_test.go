@@ -68,6 +68,8 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		DrainTimeout:       30 * time.Second,
 		LogLevel:           "info",
 		LogFormat:          "text",
+		KeyCacheTTL:        5 * time.Second,
+		UsageMaxPending:    100000,
 		MaxBodyBytes:       33554432,
 		BodyReadTimeout:    30 * time.Second,
 		BodyMinRate:        4096,
@@ -578,6 +580,10 @@ func TestValidationErrors(t *testing.T) {
 		{"prefix cache entries max ok", file("prefix_cache_entries: 16777216"), ""},
 		{"priority aging zero", file("priority_aging: 0"), `config: priority_aging: must be positive`},
 		{"priority aging negative", loadCase{args: []string{"--priority-aging=-10s"}}, `config: priority_aging: must not be negative, got "-10s"`},
+		{"key cache ttl zero", file("key_cache_ttl: 0"), `config: key_cache_ttl: must be above 0 and at most 5s (how late a revocation may take effect), got 0s`},
+		{"key cache ttl too long", loadCase{env: map[string]string{"KEY_CACHE_TTL": "1m"}}, `config: key_cache_ttl: must be above 0 and at most 5s (how late a revocation may take effect), got 1m0s`},
+		{"usage max pending zero", loadCase{args: []string{"--usage-max-pending=0"}}, `config: usage_max_pending: must be at least 1, got 0`},
+		{"database url not postgres", loadCase{env: map[string]string{"DATABASE_URL": "mysql://db/x"}}, `config: database_url: must be a postgres:// or postgresql:// URL`},
 		{"priority aging text", loadCase{env: map[string]string{"PRIORITY_AGING": "often"}}, `config: priority_aging: invalid duration "often" (want e.g. 30s, 5m or a number of seconds)`},
 		{"fallbacks shape", file("fallbacks: [a, b]"), `config: fallbacks: must be a mapping (model: [alternate, ...])`},
 		{"fallbacks shape toml", loadCase{file: `fallbacks = "a"`, name: "c.toml"}, `config: fallbacks: must be a mapping (model: [alternate, ...])`},
@@ -748,7 +754,8 @@ func TestOperatorWarnings(t *testing.T) {
 			[]string{"appproxy.api_secret, appproxy.hostname set but appproxy.enabled is false"}},
 		{"nothing can serve", loadCase{}, []string{"no worker secret is set, so relay workers cannot join: set --worker-secret or WORKER_SECRET"}},
 		{"backends can serve", loadCase{file: "backends: [{url: 'http://a:1'}]"}, nil},
-		{"reserved api keys", loadCase{args: []string{"--require-api-keys", "--worker-secret=s"}}, []string{"require_api_keys: reserved"}},
+		{"api keys", loadCase{args: []string{"--require-api-keys", "--worker-secret=s"}}, nil},
+		{"workers may join with keys", loadCase{env: map[string]string{"DATABASE_URL": "postgres://db/relay"}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -832,7 +839,7 @@ backends:
 	if len(warns) != 0 {
 		t.Errorf("unexpected warnings %q", warns)
 	}
-	opts := relayOptions(cfg, slog.New(slog.DiscardHandler))
+	opts := relayOptions(cfg, slog.New(slog.DiscardHandler), nil)
 	if opts.Backends[0].APIKey != key || opts.Backends[2].APIKey != "" {
 		t.Errorf("relay.Backend api keys: %q, %q", opts.Backends[0].APIKey, opts.Backends[2].APIKey)
 	}
@@ -909,7 +916,7 @@ no-chain = []
 			if len(warns) != 0 {
 				t.Errorf("fallbacks must not be an unknown key: warnings %q", warns)
 			}
-			opts := relayOptions(cfg, slog.New(slog.DiscardHandler))
+			opts := relayOptions(cfg, slog.New(slog.DiscardHandler), nil)
 			if !reflect.DeepEqual(opts.Fallbacks, want) {
 				t.Errorf("relay.Options.Fallbacks = %q", opts.Fallbacks)
 			}
@@ -928,7 +935,7 @@ no-chain = []
 func TestConfigWiresRelayOptions(t *testing.T) {
 	cfg, _ := mustLoad(t, loadCase{args: []string{"--worker-grace=0", "--breaker-failures=2"},
 		env: map[string]string{"BREAKER_COOLDOWN": "1.5", "WORKER_SECRET": "s"}, file: "breaker_max_cooldown: 2m\n"})
-	opts := relayOptions(cfg, slog.New(slog.DiscardHandler))
+	opts := relayOptions(cfg, slog.New(slog.DiscardHandler), nil)
 	if opts.WorkerGrace >= 0 {
 		t.Errorf("WorkerGrace = %v, want negative (relay: no grace)", opts.WorkerGrace)
 	}
@@ -936,7 +943,7 @@ func TestConfigWiresRelayOptions(t *testing.T) {
 		t.Errorf("Breaker = %+v, want %+v", opts.Breaker, want)
 	}
 	def, _ := mustLoad(t, loadCase{})
-	opts = relayOptions(def, slog.New(slog.DiscardHandler))
+	opts = relayOptions(def, slog.New(slog.DiscardHandler), nil)
 	if want := (relay.BreakerOptions{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: time.Minute}); opts.Breaker != want || opts.WorkerGrace != 10*time.Second {
 		t.Errorf("defaults: Breaker = %+v, WorkerGrace = %v", opts.Breaker, opts.WorkerGrace)
 	}
@@ -948,7 +955,7 @@ func TestConfigWiresScheduling(t *testing.T) {
 	def, _ := mustLoad(t, loadCase{})
 	want := relay.Scheduling{CacheAware: true, AffinityTTL: 5 * time.Minute, AffinitySlack: 2,
 		PrefixMinMatch: 0.3, PrefixCacheEntries: 16384, PriorityAging: 10 * time.Second}
-	if got := relayOptions(def, slog.New(slog.DiscardHandler)).Scheduling; got != want {
+	if got := relayOptions(def, slog.New(slog.DiscardHandler), nil).Scheduling; got != want {
 		t.Errorf("defaults: Scheduling = %+v, want %+v", got, want)
 	}
 
@@ -957,20 +964,24 @@ func TestConfigWiresScheduling(t *testing.T) {
 		file: "prefix_cache_entries: 1024\npriority_aging: 2s\n"})
 	want = relay.Scheduling{CacheAware: false, AffinityTTL: 30 * time.Second, AffinitySlack: -1,
 		PrefixMinMatch: 0.8, PrefixCacheEntries: 1024, PriorityAging: 2 * time.Second}
-	if got := relayOptions(cfg, slog.New(slog.DiscardHandler)).Scheduling; got != want {
+	if got := relayOptions(cfg, slog.New(slog.DiscardHandler), nil).Scheduling; got != want {
 		t.Errorf("Scheduling = %+v, want %+v", got, want)
 	}
 
 	cfg, _ = mustLoad(t, loadCase{env: map[string]string{"AFFINITY_SLACK": "7", "ROUTING": "cache_aware"}})
-	if got := relayOptions(cfg, slog.New(slog.DiscardHandler)).Scheduling; !got.CacheAware || got.AffinitySlack != 7 {
+	if got := relayOptions(cfg, slog.New(slog.DiscardHandler), nil).Scheduling; !got.CacheAware || got.AffinitySlack != 7 {
 		t.Errorf("Scheduling = %+v, want CacheAware and AffinitySlack 7", got)
 	}
 }
 
 func TestLogValueHidesSecrets(t *testing.T) {
-	cfg, _ := mustLoad(t, loadCase{file: validAppProxyYAML, env: map[string]string{"WORKER_SECRET": "ws-secret", "MODELRELAY_ADMIN_TOKEN": "adm-secret"}})
+	cfg, _ := mustLoad(t, loadCase{file: validAppProxyYAML, env: map[string]string{"WORKER_SECRET": "ws-secret", "MODELRELAY_ADMIN_TOKEN": "adm-secret",
+		"DATABASE_URL": "postgres://relay:db-secret@db.internal:5432/relay?password=q-secret"}})
 	text := cfg.LogValue().String()
-	for _, s := range []string{"ws-secret", "adm-secret", "api-s", "jwt-s"} {
+	if !strings.Contains(text, "postgres://db.internal:5432/relay") {
+		t.Errorf("LogValue does not name the database: %s", text)
+	}
+	for _, s := range []string{"ws-secret", "adm-secret", "api-s", "jwt-s", "db-secret", "q-secret"} {
 		if strings.Contains(text, s) {
 			t.Errorf("LogValue leaks %q: %s", s, text)
 		}

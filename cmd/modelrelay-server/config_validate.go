@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"modelrelay/relay"
+	"modelrelay/relay/keys"
 )
 
 // applyDerivedDefaults fills the defaults that depend on other values or on the host.
@@ -90,6 +91,9 @@ func (c Config) validate() error {
 	if err := c.validateScheduling(); err != nil {
 		return err
 	}
+	if err := c.validateKeys(); err != nil {
+		return err
+	}
 	if err := validateBackends(c.Backends); err != nil {
 		return err
 	}
@@ -97,6 +101,25 @@ func (c Config) validate() error {
 		return err
 	}
 	return c.AppProxy.validate()
+}
+
+// validateKeys checks the client API key settings (gateway.md section 4).
+func (c Config) validateKeys() error {
+	if c.KeyCacheTTL == 0 || c.KeyCacheTTL > keys.MaxCacheTTL {
+		return fmt.Errorf("config: key_cache_ttl: must be above 0 and at most %s (how late a revocation may take effect), got %s",
+			keys.MaxCacheTTL, c.KeyCacheTTL)
+	}
+	if c.UsageMaxPending < 1 {
+		return fmt.Errorf("config: usage_max_pending: must be at least 1, got %d", c.UsageMaxPending)
+	}
+	if c.DatabaseURL == "" {
+		return nil
+	}
+	u, err := url.Parse(c.DatabaseURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return errors.New("config: database_url: must be a postgres:// or postgresql:// URL")
+	}
+	return nil
 }
 
 // validateScheduling checks the placement and queue-order keys (gateway.md section 3).
@@ -369,7 +392,7 @@ func (c Config) warnings(explicit map[string]bool) []string {
 		if len(set) > 0 {
 			out = append(out, fmt.Sprintf("config: %s set but appproxy.enabled is false; running standalone", strings.Join(set, ", ")))
 		}
-		if c.WorkerSecret == "" && len(c.Backends) == 0 {
+		if c.WorkerSecret == "" && len(c.Backends) == 0 && c.DatabaseURL == "" {
 			out = append(out, "no worker secret is set, so relay workers cannot join: set --worker-secret or WORKER_SECRET (or add backends: to the config file)")
 		}
 	}
@@ -377,9 +400,6 @@ func (c Config) warnings(explicit map[string]bool) []string {
 		if b.APIKey != "" && sentInClear(b.URL) {
 			out = append(out, fmt.Sprintf("config: backends[%d].api_key: sent over plain http to %s; use https:// for a remote backend", i, b.Name))
 		}
-	}
-	if c.RequireAPIKeys {
-		out = append(out, "config: require_api_keys: reserved for client API keys, which are not implemented yet; it has no effect")
 	}
 	return out
 }
@@ -413,6 +433,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("provider", c.Provider),
 		slog.String("worker_secret", secret(c.WorkerSecret)),
 		slog.String("admin_token", secret(c.AdminToken)),
+		slog.Bool("require_api_keys", c.RequireAPIKeys),
+		slog.String("database", databaseShown(c.DatabaseURL)),
+		slog.Duration("key_cache_ttl", c.KeyCacheTTL),
 		slog.Int("max_queue_len", c.MaxQueueLen),
 		slog.Duration("queue_timeout", c.QueueTimeout),
 		slog.Duration("request_timeout", c.RequestTimeout),
@@ -436,4 +459,17 @@ func (c Config) LogValue() slog.Value {
 		slog.String("authority", a.Authority),
 		slog.String("wildcard_domain", a.WildcardDomain),
 	)
+}
+
+// databaseShown is the database URL as logs may show it: host, port and database name, never
+// the user's password or the query (which may hold one too).
+func databaseShown(raw string) string {
+	if raw == "" {
+		return "in memory"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "set"
+	}
+	return u.Scheme + "://" + u.Host + u.Path
 }

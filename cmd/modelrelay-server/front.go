@@ -69,8 +69,9 @@ func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.
 	if d, ok := inferenceCall(r); ok {
 		// Pinned to the circuit; when none of its replicas can serve, the chain of its
 		// canonical model takes over, among what this caller may use (after its checks above;
-		// who the caller is is read only if the chain is walked).
-		f.relay.ServeInferenceAt(w, r, d, relay.Placement{Pool: c.Pool, Model: c.Model,
+		// who the caller is is read only if the chain is walked). The circuit's own checks
+		// are its auth: client API keys apply to the relay's and the aggregation hosts.
+		f.relay.ServeInferenceAt(w, r, d, relay.Placement{Pool: c.Pool, Model: c.Model, OwnAuth: true,
 			ByModel: func(model string) []string { return f.poolsFor(f.verifier.Caller(r, ip), model) }})
 		return
 	}

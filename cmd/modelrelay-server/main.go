@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"modelrelay/relay"
+	"modelrelay/relay/keys"
+	"modelrelay/relay/keys/postgres"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".
@@ -69,7 +71,7 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func relayOptions(cfg Config, log *slog.Logger) relay.Options {
+func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options {
 	backends := make([]relay.Backend, 0, len(cfg.Backends))
 	for _, b := range cfg.Backends {
 		dialects, _ := parseDialects(b.Dialects) // validated with the config
@@ -115,6 +117,8 @@ func relayOptions(cfg Config, log *slog.Logger) relay.Options {
 		WorkerGrace:            grace,
 		Breaker:                breaker,
 		Scheduling:             scheduling,
+		RequireAPIKeys:         cfg.RequireAPIKeys,
+		Keys:                   relay.KeyOptions{Store: store, CacheTTL: cfg.KeyCacheTTL, MaxPending: cfg.UsageMaxPending},
 		Version:                version,
 		Logger:                 log,
 		Timings:                relay.Timings{HealthInterval: cfg.AppProxy.HealthCheckInterval},
@@ -134,7 +138,12 @@ func bodyLimits(cfg Config) relay.BodyLimits {
 // here; then workers are told to finish, new requests get 503, in-flight ones run until the
 // drain timeout.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
-	srv, err := relay.New(relayOptions(cfg, log))
+	store, err := openKeyStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	srv, err := relay.New(relayOptions(cfg, log, store))
 	if err != nil {
 		return err
 	}
@@ -211,4 +220,23 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("shutdown complete")
 	return nil
+}
+
+// openKeyStore opens the client key store: PostgreSQL when database_url is set (its
+// migrations applied), else memory, with a warning when keys are required.
+func openKeyStore(ctx context.Context, cfg Config, log *slog.Logger) (keys.Store, error) {
+	if cfg.DatabaseURL == "" {
+		if cfg.RequireAPIKeys {
+			log.Warn("database_url not set: client API keys are kept in memory (this process only, lost on restart)")
+		}
+		return keys.NewMemory(), nil
+	}
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	store, err := postgres.Open(openCtx, cfg.DatabaseURL, postgres.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("database_url: %w", err)
+	}
+	log.Info("client API keys in PostgreSQL", "database", databaseShown(cfg.DatabaseURL))
+	return store, nil
 }

@@ -117,8 +117,20 @@ Logging:
 Admin:
   --admin-token TOKEN            bearer token for /admin/* (unset: admin answers 403)
                                  env MODELRELAY_ADMIN_TOKEN, default none
-  --require-api-keys             reserved for client API keys; no effect yet
+
+Client API keys (created with POST /admin/keys):
+  --require-api-keys             inference routes need a key (Authorization: Bearer or
+                                 x-api-key); /health and GET /v1/models stay open
                                  env MODELRELAY_REQUIRE_API_KEYS, default false
+  --database-url URL             PostgreSQL for keys and usage (postgres://...); unset:
+                                 in memory, one process, lost on restart
+                                 env DATABASE_URL, default none
+  --key-cache-ttl DURATION       a validated key is trusted this long without asking the
+                                 database: a revocation takes effect within it (max 5s)
+                                 env KEY_CACHE_TTL, default 5s
+  --usage-max-pending N          usage rows held while the database is down; past it new
+                                 usage is dropped and counted
+                                 env USAGE_MAX_PENDING, default 100000
 
 Config file:
   --config FILE                  YAML file, or TOML when the name ends in .toml;

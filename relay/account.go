@@ -1,0 +1,138 @@
+package relay
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"modelrelay/relay/keys"
+	"modelrelay/relay/usage"
+)
+
+// This file is the account stage: what an answer used (read by a usage.Tap as it passes, see
+// the responder), charged to the client's key and its limits, written to the usage ledger,
+// and observed in the OpenTelemetry GenAI metrics.
+
+// operation is the GenAI operation name of an inference path; "" for a path that generates
+// nothing (count_tokens), whose answers are neither accounted nor observed.
+func operation(path string) string {
+	switch path {
+	case "/v1/chat/completions", "/v1/messages", "/v1/responses":
+		return "chat"
+	case "/v1/completions":
+		return "text_completion"
+	case "/v1/embeddings":
+		return "embeddings"
+	}
+	return ""
+}
+
+// genAI are the OpenTelemetry GenAI semantic-convention metrics, named as the Prometheus
+// exporter renders them so that community dashboards read them unchanged.
+type genAI struct {
+	tokens   *prometheus.HistogramVec // gen_ai.client.token.usage
+	ttft     *prometheus.HistogramVec // gen_ai.server.time_to_first_token
+	tpot     *prometheus.HistogramVec // gen_ai.server.time_per_output_token
+	duration *prometheus.HistogramVec // gen_ai.server.request.duration
+}
+
+// The conventions' advisory bucket boundaries.
+var (
+	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+	ttftBuckets     = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}
+	tpotBuckets     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+)
+
+func newGenAI(reg prometheus.Registerer) *genAI {
+	labels := []string{"gen_ai_operation_name", "gen_ai_request_model"}
+	g := &genAI{
+		tokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gen_ai_client_token_usage", Help: "Input and output tokens per request (OpenTelemetry gen_ai.client.token.usage).",
+			Buckets: tokenBuckets,
+		}, []string{"gen_ai_operation_name", "gen_ai_request_model", "gen_ai_token_type"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gen_ai_server_time_to_first_token_seconds", Help: "Time to the first token of streamed answers.", Buckets: ttftBuckets,
+		}, labels),
+		tpot: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gen_ai_server_time_per_output_token_seconds", Help: "Time per output token after the first, of streamed answers.",
+			Buckets: tpotBuckets,
+		}, labels),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gen_ai_server_request_duration_seconds", Help: "Time from arrival to the end of successful answers.",
+			Buckets: durationBuckets,
+		}, labels),
+	}
+	reg.MustRegister(g.tokens, g.ttft, g.tpot, g.duration)
+	return g
+}
+
+// modelNames are the model names metrics may use as label values: configured ones and those
+// targets registered, at most maxModelLabels of them. Any other name a client sends counts
+// as "other", so clients cannot grow the series.
+type modelNames struct {
+	names sync.Map // string -> struct{}
+	count atomic.Int32
+}
+
+const maxModelLabels = 512
+
+func (n *modelNames) note(models ...string) {
+	for _, m := range models {
+		if m == "" || m == "*" {
+			continue
+		}
+		if _, ok := n.names.Load(m); ok {
+			continue
+		}
+		if n.count.Add(1) > maxModelLabels {
+			n.count.Add(-1)
+			return
+		}
+		if _, dup := n.names.LoadOrStore(m, struct{}{}); dup {
+			n.count.Add(-1)
+		}
+	}
+}
+
+// label is model as a metric label value.
+func (n *modelNames) label(model string) string {
+	if _, ok := n.names.Load(model); ok {
+		return model
+	}
+	return "other"
+}
+
+// taps are reused across answers.
+var taps = sync.Pool{New: func() any { return new(usage.Tap) }}
+
+// account charges what an answered request used: to its key's token limit and the usage
+// ledger (for the model that served it, after any fallback), and to the GenAI metrics (for
+// the model asked). Only successful answers of generating routes count.
+func (s *Server) account(req *Request, key *keys.Key, asked string, out *responder) {
+	op := operation(req.nativePath())
+	if op == "" || !success(out.status) {
+		return
+	}
+	used := out.usage()
+	now := time.Now()
+	if key != nil {
+		s.keys.Limiter(key.ID).Charge(key.Limits, used.Input+used.Output, now)
+		s.ledger.Add(key.ID, out.where.served, used.Input, used.Output, now)
+	}
+	model := s.poolConf.names.label(asked)
+	if used.Seen {
+		s.metrics.genAI.tokens.WithLabelValues(op, model, "input").Observe(float64(used.Input))
+		s.metrics.genAI.tokens.WithLabelValues(op, model, "output").Observe(float64(used.Output))
+	}
+	took := now.Sub(req.arrival)
+	s.metrics.genAI.duration.WithLabelValues(op, model).Observe(took.Seconds())
+	if req.Streaming && out.ttfb > 0 {
+		s.metrics.genAI.ttft.WithLabelValues(op, model).Observe(out.ttfb.Seconds())
+		if used.Output > 1 {
+			s.metrics.genAI.tpot.WithLabelValues(op, model).Observe((took - out.ttfb).Seconds() / float64(used.Output-1))
+		}
+	}
+}

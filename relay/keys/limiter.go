@@ -1,0 +1,102 @@
+package keys
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Limiter enforces one key's rate_limit_rpm and token_limit_tpm in this process. Both are
+// token buckets that refill evenly over a minute: rpm holds up to rpm requests, tpm up to tpm
+// tokens. A request is admitted while the token bucket is above zero (how many tokens a
+// request will use is unknown before it runs); what it used is charged after it, which may
+// take the bucket below zero: the key then waits until the refill brings it back.
+type Limiter struct {
+	mu       sync.Mutex
+	started  bool
+	last     time.Time // when the buckets were last brought up to date
+	requests float64   // rpm bucket
+	tokens   float64   // tpm bucket
+	fullAt   time.Time // when both buckets will be full again
+}
+
+// Refusal says which limit refused a request and when to try again.
+type Refusal struct {
+	Limit string // "rate_limit_rpm" or "token_limit_tpm"
+	Wait  time.Duration
+}
+
+// Admit takes one request against l's limits at now. ok false says which limit refused and
+// for how long.
+func (l *Limiter) Admit(lim Limits, now time.Time) (Refusal, bool) {
+	if lim.RateLimitRPM <= 0 && lim.TokenLimitTPM <= 0 {
+		return Refusal{}, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refill(lim, now)
+	if tpm := float64(lim.TokenLimitTPM); tpm > 0 && l.tokens <= 0 {
+		return Refusal{"token_limit_tpm", perMinute(1-l.tokens, tpm)}, false
+	}
+	if rpm := float64(lim.RateLimitRPM); rpm > 0 {
+		if l.requests < 1 {
+			return Refusal{"rate_limit_rpm", perMinute(1-l.requests, rpm)}, false
+		}
+		l.requests--
+	}
+	l.mark(lim, now)
+	return Refusal{}, true
+}
+
+// Charge counts the tokens a request used against the tpm limit.
+func (l *Limiter) Charge(lim Limits, tokens int64, now time.Time) {
+	if lim.TokenLimitTPM <= 0 || tokens <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refill(lim, now)
+	l.tokens -= float64(tokens)
+	l.mark(lim, now)
+}
+
+// mark records when both buckets will be full again.
+func (l *Limiter) mark(lim Limits, now time.Time) {
+	var wait time.Duration
+	if rpm := float64(lim.RateLimitRPM); rpm > 0 {
+		wait = perMinute(rpm-l.requests, rpm)
+	}
+	if tpm := float64(lim.TokenLimitTPM); tpm > 0 {
+		wait = max(wait, perMinute(tpm-l.tokens, tpm))
+	}
+	l.fullAt = now.Add(wait)
+}
+
+// refill brings both buckets up to now. A new limiter starts full. A limit lowered since is
+// applied at once (the buckets never hold more than the limits).
+func (l *Limiter) refill(lim Limits, now time.Time) {
+	rpm, tpm := float64(lim.RateLimitRPM), float64(lim.TokenLimitTPM)
+	if !l.started {
+		l.started, l.last, l.requests, l.tokens = true, now, rpm, tpm
+		return
+	}
+	minutes := now.Sub(l.last).Minutes()
+	if minutes <= 0 {
+		minutes = 0
+	}
+	l.last = now
+	l.requests = math.Min(l.requests+minutes*rpm, rpm)
+	l.tokens = math.Min(l.tokens+minutes*tpm, tpm)
+}
+
+// idle reports whether the limiter has refilled, so forgetting it changes nothing.
+func (l *Limiter) idle(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return now.After(l.fullAt)
+}
+
+// perMinute is how long a bucket refilling rate per minute takes to gain need.
+func perMinute(need, rate float64) time.Duration {
+	return time.Duration(need / rate * float64(time.Minute))
+}
