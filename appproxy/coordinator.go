@@ -105,7 +105,7 @@ func (c *Coordinator) do(ctx context.Context, op, method, path string, body any)
 		return nil, fmt.Errorf("coordinator %s: %w", op, err)
 	}
 	req.Header.Set("X-BackendAI-Token", c.secret)
-	req.Header.Set("X-BackendAI-RequestID", NewUUID())
+	req.Header.Set("X-BackendAI-RequestID", protocol.NewUUID())
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"modelrelay/protocol"
 )
 
 func TestBackoff(t *testing.T) {
@@ -29,7 +31,7 @@ func TestRequestID(t *testing.T) {
 	re := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	seen := map[string]bool{}
 	for range 1000 {
-		id := NewUUID()
+		id := protocol.NewUUID()
 		if !re.MatchString(id) || seen[id] {
 			t.Fatalf("bad or repeated id %q", id)
 		}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"modelrelay/appproxy"
 	"modelrelay/protocol"
 )
 
@@ -232,7 +231,7 @@ func (c *Coordinator) register(w http.ResponseWriter, r *http.Request, body []by
 	c.mu.Lock()
 	row := c.byAuthority(authority)
 	if row == nil {
-		row = &workerRow{id: appproxy.NewUUID(), created: timestamp()}
+		row = &workerRow{id: protocol.NewUUID(), created: timestamp()}
 		c.workers[row.id] = row
 	}
 	row.reg = reg

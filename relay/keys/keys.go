@@ -12,9 +12,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"time"
+
+	"modelrelay/protocol"
 )
 
 // SecretPrefix starts every secret.
@@ -141,24 +142,8 @@ func NewSecret() (secret, prefix string) {
 	return s, s[:prefixLen]
 }
 
-// NewID returns a random (version 4) UUID.
-func NewID() string {
-	var u [16]byte
-	rand.Read(u[:])
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], u[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], u[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], u[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], u[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], u[10:])
-	return string(s[:])
-}
+// NewID returns a new key id: a random (version 4) UUID, as the Rust server's table holds.
+func NewID() string { return protocol.NewUUID() }
 
 // Day is the UTC day of t, as usage is kept.
 func Day(t time.Time) time.Time {

@@ -19,7 +19,6 @@ import (
 	"os"
 	"time"
 
-	"modelrelay/appproxy"
 	"modelrelay/appproxy/appproxytest"
 	"modelrelay/protocol"
 )
@@ -78,7 +77,7 @@ func newCircuit(body io.Reader) (json.RawMessage, error) {
 	if err := json.NewDecoder(io.LimitReader(body, 1<<20)).Decode(&in); err != nil || in.Subdomain == "" {
 		return nil, fmt.Errorf(`body must be {"subdomain": "...", "routes": [{"host": "...", "port": N}]}`)
 	}
-	id := appproxy.NewUUID()
+	id := protocol.NewUUID()
 	routes := make([]protocol.Route, 0, len(in.Routes))
 	sessions := []string{}
 	for _, r := range in.Routes {
@@ -86,13 +85,13 @@ func newCircuit(body io.Reader) (json.RawMessage, error) {
 		if ratio == 0 {
 			ratio = 1
 		}
-		routeID, session, host := appproxy.NewUUID(), appproxy.NewUUID(), r.Host
+		routeID, session, host := protocol.NewUUID(), protocol.NewUUID(), r.Host
 		routes = append(routes, protocol.Route{RouteID: &routeID, SessionID: session, KernelHost: &host,
 			KernelPort: r.Port, Protocol: "http", TrafficRatio: ratio})
 		sessions = append(sessions, session)
 	}
 	now := time.Now().UTC().Format("2006-01-02T15:04:05.000000Z")
-	return json.Marshal(protocol.Circuit{ID: id, App: in.App, Protocol: "http", Worker: appproxy.NewUUID(),
+	return json.Marshal(protocol.Circuit{ID: id, App: in.App, Protocol: "http", Worker: protocol.NewUUID(),
 		AppMode: protocol.AppModeInference, FrontendMode: protocol.FrontendModeWildcard, Envs: map[string]any{},
 		OpenToPublic: in.OpenToPublic, AllowedClientIPs: in.AllowedClientIPs, Subdomain: &in.Subdomain,
 		RouteInfo: routes, SessionIDs: sessions, CreatedAt: now, UpdatedAt: now})

@@ -1,13 +1,13 @@
-package appproxy
+package protocol
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 )
 
-// NewUUID returns a random (version 4) UUID, as the coordinator expects in
-// X-BackendAI-RequestID (it rejects requests without one; a fresh one per request keeps its logs
-// apart) and in circuit, route and session ids.
+// NewUUID returns a random (version 4) UUID in its canonical text form: what the AppProxy
+// coordinator expects in X-BackendAI-RequestID and in circuit, route and session ids, and
+// what the Rust server's key table holds as a key's id.
 func NewUUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
