@@ -54,6 +54,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, d Dialect, no
 		writeAuthError(w, d, "API key required")
 		return nil, ""
 	}
+	if !strings.HasPrefix(secret, keys.SecretPrefix) {
+		// No key of ours (a circuit token, a cloud key): refused without asking the store,
+		// and no guess at one either.
+		writeAuthError(w, d, "Invalid API key")
+		return nil, ""
+	}
 	k, err := s.keys.Check(r.Context(), secret, now)
 	switch {
 	case err == nil:

@@ -347,7 +347,8 @@ api_key = "sk-file-key"
 	want := Config{
 		Listen: "0.0.0.0:9000", WorkerSecret: "ws", Provider: "local", MaxQueueLen: 7,
 		QueueTimeout: 90 * time.Second, RequestTimeout: 300 * time.Second, DrainTimeout: 30 * time.Second,
-		LogLevel: "info", LogFormat: "text", MaxBodyBytes: 33554432, MaxModelsPerWorker: 256,
+		LogLevel: "info", LogFormat: "text", KeyCacheTTL: 5 * time.Second, UsageMaxPending: 100000,
+		MaxBodyBytes: 33554432, MaxModelsPerWorker: 256,
 		MaxStreamBytes: 10737418240, BodyReadTimeout: 30 * time.Second, BodyMinRate: 4096, BodyBudgetBytes: 256 << 20,
 		MaxFrameBytes:    64 << 20,
 		DefaultMaxTokens: 4096,

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"modelrelay/appproxy/appproxytest"
+	"modelrelay/relay/keys/pgtest"
 )
 
 var (
@@ -30,7 +31,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Run(m) // also removes the shared PostgreSQL cluster of the key tests
 	if binaryDir != "" {
 		os.RemoveAll(binaryDir)
 	}
