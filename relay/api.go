@@ -114,9 +114,9 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 		// asks, and takes the usage chunk out again for a client that did not; without keys
 		// the body goes as the client sent it (the metrics count what streams report).
 		if key != nil && req.Streaming && (req.route == routeChat || r.URL.Path == "/v1/completions") {
-			var asked bool
-			req.Body, asked = usage.AskForUsage(req.Body)
-			req.askedUsage, out.stripUsage = !asked, !asked
+			var clientAsked bool
+			req.Body, clientAsked = usage.AskForUsage(req.Body)
+			req.askedUsage, out.stripUsage = !clientAsked, !clientAsked
 		}
 	}
 	s.serveChain(r.Context(), req, at, walk(asked, allowedChain(key, chain)), out)

@@ -213,6 +213,9 @@ func New(opts Options) (*Server, error) {
 	opts.Scheduling.fill()
 	opts.Timings.fill()
 	opts.BodyLimits.fill()
+	if opts.Keys.Store == nil {
+		opts.Keys.Store = keys.NewMemory()
+	}
 	s := &Server{
 		opts:       opts,
 		timings:    opts.Timings,
@@ -224,10 +227,6 @@ func New(opts Options) (*Server, error) {
 		poolConf: &poolConfig{maxQueue: opts.MaxQueueLen, keepKnown: opts.Timings.KeepKnown,
 			workerGrace: opts.WorkerGrace, breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger,
 			names: &modelNames{}},
-	}
-	if opts.Keys.Store == nil {
-		opts.Keys.Store = keys.NewMemory()
-		s.opts.Keys.Store = opts.Keys.Store
 	}
 	s.keys = keys.NewAuth(opts.Keys.Store, opts.Keys.CacheTTL)
 	s.ledger = keys.NewLedger(opts.Keys.Store, time.Second, opts.Keys.MaxPending, opts.Logger)
