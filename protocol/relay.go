@@ -171,8 +171,18 @@ func (r *CancelReason) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Marshal encodes m as one frame: {"type":"<type>", …fields}.
+// Marshal encodes m as one frame: {"type":"<type>", …fields}. The hot frames (request, cancel,
+// response_chunk, response_complete) are written by hand (fastencode.go) to the very bytes the
+// reflective encoder below writes; every other frame goes through encoding/json.
 func Marshal(m Message) ([]byte, error) {
+	if b, ok := marshalHot(m); ok {
+		return b, nil
+	}
+	return marshalReflective(m)
+}
+
+// marshalReflective is the encoding/json encoder, the reference the hand-written one must equal.
+func marshalReflective(m Message) ([]byte, error) {
 	m = withEmptyLists(m)
 	body, err := json.Marshal(m)
 	if err != nil {
@@ -272,8 +282,19 @@ func (f *frame) requestID() (string, error) {
 }
 
 // DecodeWorkerMessage decodes one frame a worker sent. Unknown fields are ignored; an unknown
-// type or a missing required field is a *DecodeError.
+// type or a missing required field is a *DecodeError. Canonical response_chunk and
+// response_complete frames take the hand-written path (fastframe.go); anything it is not sure
+// of, errors included, is decoded by decodeWorkerReflective, so the result is always the
+// reflective one.
 func DecodeWorkerMessage(data []byte) (Message, error) {
+	if m, ok := decodeHot(data, workerDirection); ok {
+		return m, nil
+	}
+	return decodeWorkerReflective(data)
+}
+
+// decodeWorkerReflective is the encoding/json decoder of worker frames, the reference.
+func decodeWorkerReflective(data []byte) (Message, error) {
 	f, err := decodeFrame(data)
 	if err != nil {
 		return nil, err
@@ -319,8 +340,17 @@ func DecodeWorkerMessage(data []byte) (Message, error) {
 	return nil, bad("unknown worker message type %q", truncate(f.Type, 64))
 }
 
-// DecodeServerMessage decodes one frame a server sent.
+// DecodeServerMessage decodes one frame a server sent. Canonical request and cancel frames take
+// the hand-written path, the rest the reflective one, as in DecodeWorkerMessage.
 func DecodeServerMessage(data []byte) (Message, error) {
+	if m, ok := decodeHot(data, serverDirection); ok {
+		return m, nil
+	}
+	return decodeServerReflective(data)
+}
+
+// decodeServerReflective is the encoding/json decoder of server frames, the reference.
+func decodeServerReflective(data []byte) (Message, error) {
 	f, err := decodeFrame(data)
 	if err != nil {
 		return nil, err

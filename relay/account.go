@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,7 +112,7 @@ var taps = sync.Pool{New: func() any { return new(usage.Tap) }}
 // account charges what an answered request used: to its key's token limit and the usage
 // ledger (for the model that served it, after any fallback), and to the GenAI metrics (for
 // the model asked). Only successful answers of generating routes count.
-func (s *Server) account(req *Request, key *keys.Key, asked string, out *responder) {
+func (s *Server) account(ctx context.Context, req *Request, key *keys.Key, asked string, out *responder) {
 	op := operation(req.nativePath())
 	if op == "" || !success(out.status) {
 		return
@@ -119,7 +120,7 @@ func (s *Server) account(req *Request, key *keys.Key, asked string, out *respond
 	used := out.usage()
 	now := time.Now()
 	if key != nil {
-		s.keys.Limiter(key.ID).Charge(key.Limits, used.Input+used.Output, now)
+		s.budget.Charge(context.WithoutCancel(ctx), key.ID, key.Limits, used.Input+used.Output, now)
 		s.ledger.Add(key.ID, out.where.served, used.Input, used.Output, now)
 	}
 	model := s.poolConf.names.label(asked)

@@ -92,7 +92,7 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 		defer prompts.Put(req.prompt)
 	}
 	if key != nil {
-		if no := s.admit(key, asked, arrival); no != nil {
+		if no := s.admit(r.Context(), key, asked, arrival); no != nil {
 			writeError(w, d, no)
 			s.metrics.observe(route, no.status, arrival, 0)
 			return
@@ -121,7 +121,7 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 	}
 	s.serveChain(r.Context(), req, at, walk(asked, allowedChain(key, chain)), out)
 	s.metrics.observe(route, out.status, arrival, out.ttfb)
-	s.account(req, key, asked, out)
+	s.account(r.Context(), req, key, asked, out)
 	s.logRequest(r, req, out)
 }
 

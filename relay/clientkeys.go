@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -96,12 +97,12 @@ func writeAuthError(w http.ResponseWriter, d Dialect, message string) {
 
 // admit is the admission stage of a key: the model must be one it may use (403, before
 // queueing), and its request and token budgets must have room (429 with the wait).
-func (s *Server) admit(k *keys.Key, model string, now time.Time) *relayError {
+func (s *Server) admit(ctx context.Context, k *keys.Key, model string, now time.Time) *relayError {
 	if !k.Allows(model) {
 		return &relayError{status: http.StatusForbidden, message: "model " + model + " is not allowed for this API key",
 			code: "model_not_allowed"}
 	}
-	if no, ok := s.keys.Limiter(k.ID).Admit(k.Limits, now); !ok {
+	if no, ok := s.budget.Admit(ctx, k.ID, k.Limits, now); !ok {
 		return &relayError{status: http.StatusTooManyRequests, message: "API key over its " + no.Limit,
 			code: "rate_limit_exceeded", wait: no.Wait}
 	}

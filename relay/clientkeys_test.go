@@ -55,7 +55,7 @@ func BenchmarkKeyStages(b *testing.B) {
 		if k == nil {
 			b.Fatal("refused")
 		}
-		if no := s.admit(k, "llama-3-8b", now); no != nil {
+		if no := s.admit(r.Context(), k, "llama-3-8b", now); no != nil {
 			b.Fatal(no)
 		}
 	}

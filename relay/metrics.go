@@ -102,6 +102,8 @@ var (
 		"Circuit breaker of each static backend and circuit replica: 0 closed, 1 open, 2 half-open.", []string{"pool", "target"}, nil)
 	waitDesc = prometheus.NewDesc("modelrelay_pool_estimated_wait_seconds",
 		"Estimated wait of a request that queues now, by pool (what Retry-After says).", []string{"pool"}, nil)
+	suspectDesc = prometheus.NewDesc("modelrelay_workers_suspect",
+		"Relay workers connected but suspect: silent since a ping, so they take no new requests.", nil, nil)
 )
 
 // poolCollector reads queue depths and in-flight counts when Prometheus scrapes.
@@ -112,9 +114,11 @@ func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- inFlightDesc
 	ch <- breakerDesc
 	ch <- waitDesc
+	ch <- suspectDesc
 }
 
 func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	suspect := 0
 	c.s.eachPool(func(name string, p *Pool) {
 		view := p.view()
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(view.queued), name)
@@ -124,6 +128,10 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 			if m.Kind == "upstream" {
 				ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(m.breakerState), name, m.ID)
 			}
+			if m.Suspect {
+				suspect++
+			}
 		}
 	})
+	ch <- prometheus.MustNewConstMetric(suspectDesc, prometheus.GaugeValue, float64(suspect))
 }

@@ -29,6 +29,7 @@ type Pool struct {
 	index      map[string][]*member // model -> members naming it; nil = rebuild (see candidatesLocked)
 	stars      []*member            // members serving any model
 	knownUntil map[string]time.Time // models whose last advertiser left recently
+	ramping    []*member            // members in slow start (see rampLocked)
 	// Optional answers of the control plane's own for the two failures it defines.
 	onUnavailable func(http.ResponseWriter) // no usable upstream
 	onRefused     func(http.ResponseWriter) // every upstream tried refused the connection
@@ -52,6 +53,7 @@ type poolConfig struct {
 	maxQueue    int           // 0 = unbounded
 	keepKnown   time.Duration // a model stays known this long after its last advertiser left
 	workerGrace time.Duration // ... but requests wait for it only this long
+	slowStart   time.Duration // a target whose breaker closes again ramps up over this (0 = off)
 	breaker     BreakerOptions
 	sched       Scheduling
 	log         *slog.Logger
@@ -106,7 +108,9 @@ func (p *Pool) Name() string { return p.name }
 // it, other than avoid; ties go round-robin after the member chosen last for this model (or
 // by smooth weighted round-robin when the tied members carry different weights). known
 // reports whether any member serves the model at all, available or not. Ties are decided by
-// seq, not by the order of iteration, so the model index needs no merging.
+// seq, not by the order of iteration, so the model index needs no merging. While a member is
+// in slow start, ties go by smooth weighted round-robin on the weights slow start gave back so
+// far (see weightNow and rampLocked).
 func (p *Pool) pickLocked(model string, avoid *member, req *Request) (chosen *member, known bool) {
 	byModel, stars := p.candidatesLocked(model)
 	if len(byModel) == 0 && len(stars) == 0 {
@@ -115,7 +119,6 @@ func (p *Pool) pickLocked(model string, avoid *member, req *Request) (chosen *me
 	last := p.cursor[model]
 	best := -1.0
 	var first, afterCursor *member
-	var total float64
 	sameWeight := true
 	for _, list := range [2][]*member{byModel, stars} {
 		for _, m := range list {
@@ -125,13 +128,12 @@ func (p *Pool) pickLocked(model string, avoid *member, req *Request) (chosen *me
 			l := m.load()
 			switch {
 			case best < 0 || l < best:
-				best, first, afterCursor, total, sameWeight = l, m, nil, 0, true
+				best, first, afterCursor, sameWeight = l, m, nil, true
 			case l > best:
 				continue
 			case m.seq < first.seq:
 				first = m
 			}
-			total += m.weight
 			if m.weight != first.weight {
 				sameWeight = false
 			}
@@ -149,8 +151,8 @@ func (p *Pool) pickLocked(model string, avoid *member, req *Request) (chosen *me
 		}
 	}
 	switch {
-	case !sameWeight:
-		return p.smoothWeightedLocked(model, best, total, avoid), true
+	case !sameWeight || len(p.ramping) > 0:
+		return p.smoothWeightedLocked(byModel, stars, best, avoid), true
 	case afterCursor != nil:
 		return afterCursor, true
 	}
@@ -224,7 +226,12 @@ func rrBefore(a, b, cursor uint64) bool {
 
 // candidatesLocked returns the members that serve model by name and those that serve any model,
 // each in registration order. The index is rebuilt only after membership or models changed.
+// Every selection starts here, so this is where slow-start weights are brought up to date
+// (rampLocked; kept out of pickLocked's body, whose loop measured slower with it there).
 func (p *Pool) candidatesLocked(model string) (byModel, stars []*member) {
+	if len(p.ramping) > 0 {
+		p.rampLocked()
+	}
 	if p.index == nil {
 		p.index = make(map[string][]*member)
 		p.stars = p.stars[:0]
@@ -240,15 +247,19 @@ func (p *Pool) candidatesLocked(model string) (byModel, stars []*member) {
 	return p.index[model], p.stars
 }
 
-func (p *Pool) smoothWeightedLocked(model string, load, total float64, avoid *member) *member {
-	byModel, stars := p.candidatesLocked(model)
+// smoothWeightedLocked splits a tie at load among the available candidates by smooth weighted
+// round-robin on their weights now (weightNow).
+func (p *Pool) smoothWeightedLocked(byModel, stars []*member, load float64, avoid *member) *member {
 	var chosen *member
+	var total float64
 	for _, list := range [2][]*member{byModel, stars} {
 		for _, m := range list {
 			if m == avoid || !m.available() || m.load() != load {
 				continue
 			}
-			m.swrrCurrent += m.weight
+			w := m.weightNow()
+			total += w
+			m.swrrCurrent += w
 			if chosen == nil || m.swrrCurrent > chosen.swrrCurrent {
 				chosen = m
 			}
@@ -498,8 +509,11 @@ func (p *Pool) release(m *member, o outcome, served time.Duration) {
 	if m.kind == kindUpstream {
 		was = m.brk.state
 		opened = m.brk.record(o, &now, &p.cfg.breaker)
+		if was != breakerClosed && m.brk.state == breakerClosed {
+			p.slowStartLocked(m, now.get()) // back: its share returns over slow_start
+		}
 	}
-	drained := m.draining && !m.gone && m.inFlight == 0
+	drained := m.draining && !m.gone() && m.inFlight == 0
 	p.dispatchForLocked(m)
 	if opened {
 		p.openedLocked(m, &now)
@@ -512,6 +526,28 @@ func (p *Pool) release(m *member, o outcome, served time.Duration) {
 	if m.kind == kindUpstream && state != was {
 		p.logBreaker(m, state, cooldown)
 	}
+}
+
+// slowStartLocked starts m's slow start at now: selection gives it back its weight over
+// slow_start, from slowStartFloor of it (rampLocked). Queued requests still go to it at once
+// when it has room (dispatchForLocked): slow start shapes its share among free targets, it
+// never keeps a request waiting next to one.
+func (p *Pool) slowStartLocked(m *member, now time.Time) {
+	if p.cfg.slowStart <= 0 || m.gone() {
+		return
+	}
+	if m.withheld == 0 {
+		p.ramping = append(p.ramping, m)
+	}
+	m.rampFrom = now
+	m.ramp(now, p.cfg.slowStart)
+}
+
+// rampLocked brings the weights of the members in slow start up to date before a selection. It
+// reads the clock once, and only while some member is in slow start.
+func (p *Pool) rampLocked() {
+	now := time.Now()
+	p.ramping = slices.DeleteFunc(p.ramping, func(m *member) bool { return m.ramp(now, p.cfg.slowStart) || m.gone() })
 }
 
 // openedLocked follows a breaker that just opened: the pool looks again when its cool-down
@@ -527,7 +563,8 @@ func (p *Pool) logBreaker(m *member, state breakerState, cooldown time.Duration)
 		p.cfg.log.Warn("target breaker opened: no traffic until its cool-down ends", "pool", p.name, "target", m.id,
 			"cooldown", cooldown.String())
 	case breakerClosed:
-		p.cfg.log.Info("target breaker closed: the target is back", "pool", p.name, "target", m.id)
+		p.cfg.log.Info("target breaker closed: the target is back", "pool", p.name, "target", m.id,
+			"slow_start", p.cfg.slowStart.String())
 	}
 }
 
@@ -640,7 +677,7 @@ func (p *Pool) update(m *member, change func(*member)) {
 	var now clock
 	p.mu.Lock()
 	change(m)
-	drained := m.draining && !m.gone && m.inFlight == 0
+	drained := m.draining && !m.gone() && m.inFlight == 0
 	p.dispatchForLocked(m)
 	p.sweepLocked(&now)
 	p.mu.Unlock()
@@ -675,10 +712,10 @@ func (p *Pool) setModels(m *member, models []string, load int) {
 func (p *Pool) drop(m *member) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m.gone {
+	if m.gone() {
 		return
 	}
-	m.gone = true
+	m.setOut(outGone, true)
 	m.left.Store(true)
 	p.index = nil
 	if p.prefixes != nil {

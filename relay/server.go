@@ -42,8 +42,11 @@ type Options struct {
 	// WorkerGrace is how long requests for a model whose last relay worker left wait for one
 	// to come back before they get 503 (0 = 10 s; negative = not at all).
 	WorkerGrace time.Duration
-	Breaker     BreakerOptions
-	Scheduling  Scheduling
+	// SlowStart is how long a static backend or circuit replica whose breaker closes again
+	// takes to get its whole share of traffic back (0 = 30 s; negative = at once).
+	SlowStart  time.Duration
+	Breaker    BreakerOptions
+	Scheduling Scheduling
 	// RequireAPIKeys makes every inference route (but on circuit hosts, which keep their own
 	// rules) ask for a client API key from Keys.
 	RequireAPIKeys bool
@@ -103,6 +106,9 @@ type KeyOptions struct {
 	Store      keys.Store    // nil = in memory (one process; lost on restart)
 	CacheTTL   time.Duration // a validated key is trusted this long (at most 5 s, the default)
 	MaxPending int           // distinct usage rows held while the store is down (100000)
+	// Budget enforces keys' rate and token limits: nil = in this process (keys.Local); a
+	// shared one (package redislimit) holds them across nodes.
+	Budget keys.Budget
 }
 
 // BreakerOptions shape every static backend's and circuit replica's circuit breaker.
@@ -116,6 +122,7 @@ type BreakerOptions struct {
 type Timings struct {
 	HeartbeatInterval time.Duration // ping every (15 s)
 	HeartbeatTimeout  time.Duration // close a silent worker after (45 s)
+	SuspectAfter      time.Duration // no frame this long after a ping: the worker gets no new requests (5 s)
 	RegisterTimeout   time.Duration // first frame must arrive within (10 s)
 	CancelGrace       time.Duration // slot freed this long after a cancel at the latest (10 s)
 	AuthFailureStep   time.Duration // answers to one address's wrong secrets or tokens come this far apart (250 ms)
@@ -133,6 +140,7 @@ func (t *Timings) fill() {
 	}
 	def(&t.HeartbeatInterval, 15*time.Second)
 	def(&t.HeartbeatTimeout, 45*time.Second)
+	def(&t.SuspectAfter, 5*time.Second)
 	def(&t.RegisterTimeout, 10*time.Second)
 	def(&t.CancelGrace, 10*time.Second)
 	def(&t.AuthFailureStep, 250*time.Millisecond)
@@ -155,6 +163,7 @@ type Server struct {
 	pools   sync.Map   // name -> *Pool; the request path reads it without a lock
 
 	keys       *keys.Auth         // client API keys, validated and cached
+	budget     keys.Budget        // their rate and token limits
 	ledger     *keys.Ledger       // what keys used, on its way to the store
 	sessions   sync.Map           // worker id -> *workerSession
 	guesses    *throttle.Throttle // wrong worker secrets and admin tokens, per client address
@@ -209,12 +218,21 @@ func New(opts Options) (*Server, error) {
 	case opts.WorkerGrace < 0:
 		opts.WorkerGrace = 0
 	}
+	switch {
+	case opts.SlowStart == 0:
+		opts.SlowStart = 30 * time.Second
+	case opts.SlowStart < 0:
+		opts.SlowStart = 0
+	}
 	opts.Breaker.fill()
 	opts.Scheduling.fill()
 	opts.Timings.fill()
 	opts.BodyLimits.fill()
 	if opts.Keys.Store == nil {
 		opts.Keys.Store = keys.NewMemory()
+	}
+	if opts.Keys.Budget == nil {
+		opts.Keys.Budget = &keys.Local{}
 	}
 	s := &Server{
 		opts:       opts,
@@ -225,10 +243,11 @@ func New(opts Options) (*Server, error) {
 		upstreams:  newUpstreamClient(),
 		bodyBudget: &bodyBudget{limit: opts.BodyLimits.Budget},
 		poolConf: &poolConfig{maxQueue: opts.MaxQueueLen, keepKnown: opts.Timings.KeepKnown,
-			workerGrace: opts.WorkerGrace, breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger,
+			workerGrace: opts.WorkerGrace, slowStart: opts.SlowStart, breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger,
 			names: &modelNames{}},
 	}
 	s.keys = keys.NewAuth(opts.Keys.Store, opts.Keys.CacheTTL)
+	s.budget = opts.Keys.Budget
 	s.ledger = keys.NewLedger(opts.Keys.Store, time.Second, opts.Keys.MaxPending, opts.Logger)
 	for model, chain := range opts.Fallbacks {
 		s.poolConf.names.note(model)
@@ -310,6 +329,10 @@ func (s *Server) Run(ctx context.Context) {
 	go func() { defer wg.Done(); s.healthLoop(ctx) }()
 	go func() { defer wg.Done(); s.keys.Run(ctx) }()
 	go func() { defer wg.Done(); s.ledger.Run(ctx) }()
+	if r, ok := s.budget.(interface{ Run(context.Context) }); ok { // its own upkeep
+		wg.Add(1)
+		go func() { defer wg.Done(); r.Run(ctx) }()
+	}
 	for _, u := range s.backends {
 		if len(u.configured) == 0 {
 			wg.Add(1)

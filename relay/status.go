@@ -16,6 +16,7 @@ type MemberView struct {
 	ReportedLoad  int      `json:"reported_load"`
 	InFlight      int      `json:"in_flight"`
 	Draining      bool     `json:"draining"`
+	Suspect       bool     `json:"suspect"` // workers: silent since a ping; no new requests until it speaks
 	Healthy       bool     `json:"healthy"`
 	Weight        float64  `json:"weight"`
 	Breaker       string   `json:"breaker,omitempty"` // upstreams: closed, open or half-open
@@ -49,7 +50,7 @@ func (p *Pool) view() poolView {
 		}
 		v.members = append(v.members, MemberView{ID: m.id, Kind: kind, Name: name, Models: models,
 			MaxConcurrent: m.maxConcurrent, ReportedLoad: m.reported, InFlight: m.inFlight,
-			Draining: m.draining, Healthy: m.brk.state == breakerClosed, Weight: m.weight,
+			Draining: m.draining, Suspect: m.suspect(), Healthy: m.brk.state == breakerClosed, Weight: m.weight,
 			Breaker: brk, breakerState: m.brk.state})
 	}
 	return v
@@ -101,6 +102,7 @@ type healthWorker struct {
 	InFlight      int      `json:"in_flight"`
 	MaxConcurrent int      `json:"max_concurrent"`
 	IsDraining    bool     `json:"is_draining"`
+	Suspect       bool     `json:"suspect"`
 }
 
 // SetHealthExtra adds a named object to /health (AppProxy mode reports its coordinator state).
@@ -141,7 +143,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	workers := make([]healthWorker, 0, len(views))
 	for _, m := range views {
 		workers = append(workers, healthWorker{ID: m.ID, Provider: m.provider, Models: m.Models,
-			InFlight: m.InFlight, MaxConcurrent: m.MaxConcurrent, IsDraining: m.Draining})
+			InFlight: m.InFlight, MaxConcurrent: m.MaxConcurrent, IsDraining: m.Draining, Suspect: m.Suspect})
 	}
 	body := map[string]any{
 		"status":            "ok",

@@ -51,6 +51,17 @@ type workerSession struct {
 	drainExpired atomic.Bool
 	closeBy      atomic.Int64 // unix nanoseconds; once closing, no read may wait past it
 
+	// Suspect state (see checkSilence). readSince is when the reader began waiting for the
+	// next frame, 0 while it handles one; pingAt is when the ping being checked was sent (0 =
+	// no check pending). Both are monoNanos. flagged says the member is suspect, or about to
+	// be: the next frame clears it. silence is the check's timer, owned by the writer.
+	// silentSince is when the silence of a suspect worker began (guarded by the pool's mutex).
+	readSince   atomic.Int64
+	pingAt      atomic.Int64
+	flagged     atomic.Bool
+	silence     *time.Timer
+	silentSince int64
+
 	mu        sync.Mutex
 	pending   map[string]*pendingReq
 	closed    bool
@@ -119,11 +130,13 @@ func (ws *workerSession) writeLoop() {
 		case <-ping.C:
 			// Unconditional: a worker busy streaming to us must still hear from us, or its own
 			// silence timer fires.
-			ts := uint64(time.Now().UnixMilli())
+			sent := time.Now()
+			ts := uint64(sent.UnixMilli())
 			frame, _ := protocol.Marshal(protocol.Ping{TimestampUnixMs: &ts})
 			if !ws.write(frame) {
 				return
 			}
+			ws.watchSilence(sent)
 		case <-ws.done:
 			if ws.code != websocket.CloseAbnormalClosure {
 				ws.flushQueued()
@@ -167,21 +180,30 @@ func (ws *workerSession) readLoop() {
 	defer ws.teardown()
 	// The silence clock restarts before every read, not after every frame: time spent
 	// handing a chunk to a slow client is not the worker's silence.
+	// The suspect check's clock (readSince) restarts at the same moments.
 	timeout := ws.srv.timings.HeartbeatTimeout
 	touch := func(string) error {
-		deadline := time.Now().Add(timeout)
+		now := time.Now()
+		deadline := now.Add(timeout)
 		if by := ws.closeBy.Load(); by != 0 && by < deadline.UnixNano() {
 			deadline = time.Unix(0, by)
 		}
 		ws.conn.SetReadDeadline(deadline)
+		ws.readSince.Store(monoNanos(now))
+		return nil
+	}
+	// A WebSocket ping or pong is a frame too: it restarts both clocks and clears a suspect.
+	control := func(data string) error {
+		touch(data)
+		ws.heard()
 		return nil
 	}
 	ws.conn.SetPingHandler(func(data string) error {
-		touch(data)
+		control(data)
 		ws.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeTimeout))
 		return nil
 	})
-	ws.conn.SetPongHandler(touch)
+	ws.conn.SetPongHandler(control)
 	for {
 		touch("")
 		kind, data, err := ws.conn.ReadMessage()
@@ -194,6 +216,8 @@ func (ws *workerSession) readLoop() {
 			}
 			return
 		}
+		ws.readSince.Store(0) // handling a frame is no silence (see checkSilence)
+		ws.heard()
 		if ws.closing() {
 			continue // draining the peer's last frames until its close arrives
 		}
@@ -208,6 +232,95 @@ func (ws *workerSession) readLoop() {
 		}
 		ws.handle(msg)
 	}
+}
+
+// monoEpoch anchors monoNanos: the suspect check compares instants on the monotonic clock.
+var monoEpoch = time.Now()
+
+// monoNanos is t in nanoseconds since monoEpoch, never 0 (0 means "none" where it is stored).
+func monoNanos(t time.Time) int64 { return max(int64(t.Sub(monoEpoch)), 1) }
+
+// watchSilence arms the suspect check for the ping sent at sent: SuspectAfter later the
+// worker is suspect unless a frame came in between. One check at a time (the writer is the
+// only caller): a ping sent while one is pending adds nothing the pending one will not see.
+func (ws *workerSession) watchSilence(sent time.Time) {
+	if !ws.pingAt.CompareAndSwap(0, monoNanos(sent)) {
+		return
+	}
+	after := ws.srv.timings.SuspectAfter
+	if ws.silence == nil {
+		ws.silence = time.AfterFunc(after, ws.checkSilence)
+	} else {
+		ws.silence.Reset(after)
+	}
+}
+
+// checkSilence runs SuspectAfter after a ping: a worker that sent no frame at all since the
+// ping (and whose reader sat waiting for one all along) becomes suspect. A suspect worker
+// takes no new requests but keeps those it holds; the next frame of any kind clears it
+// (heard), and the heartbeat timeout still closes it if none comes.
+//
+// The reader stores readSince before it looks at flagged; this stores flagged before it
+// looks at readSince, under the pool's mutex. So a frame that races with the check is seen
+// by one of the two: either the check finds it and marks nothing, or the frame finds the
+// flag and clears the mark once the check is done.
+func (ws *workerSession) checkSilence() {
+	sent := ws.pingAt.Swap(0)
+	if sent == 0 || ws.closing() {
+		return
+	}
+	if since := ws.readSince.Load(); since == 0 || since > sent {
+		return // it spoke after the ping, or the reader is busy with a frame
+	}
+	var marked bool
+	var silent time.Duration
+	ws.pool.update(ws.m, func(m *member) {
+		if m.out != 0 { // gone, or already suspect
+			return
+		}
+		ws.flagged.Store(true)
+		since := ws.readSince.Load()
+		if since == 0 || since > sent {
+			ws.flagged.Store(false)
+			return
+		}
+		m.setOut(outSuspect, true)
+		ws.silentSince, marked = since, true
+		silent = time.Duration(monoNanos(time.Now()) - since)
+	})
+	if marked {
+		ws.log.Warn("worker suspect: no frame since the last ping; no new requests until it speaks",
+			"silent_for", silent.Round(time.Millisecond).String(), "in_flight", ws.held())
+	}
+}
+
+// heard is called for every frame the worker sends: a suspect worker is healthy again, and
+// the pool hands it queued work at once.
+func (ws *workerSession) heard() {
+	if !ws.flagged.Load() {
+		return
+	}
+	var cleared bool
+	var silent time.Duration
+	ws.pool.update(ws.m, func(m *member) {
+		ws.flagged.Store(false)
+		if !m.suspect() {
+			return
+		}
+		m.setOut(outSuspect, false)
+		cleared = true
+		silent = time.Duration(monoNanos(time.Now()) - ws.silentSince)
+	})
+	if cleared {
+		ws.log.Info("worker recovered: it spoke again", "silent_for", silent.Round(time.Millisecond).String())
+	}
+}
+
+// held is how many requests the worker holds.
+func (ws *workerSession) held() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return len(ws.pending)
 }
 
 func (ws *workerSession) closing() bool {
@@ -471,6 +584,9 @@ func (ws *workerSession) failPending(err error) {
 // own goroutine when no byte reached the client yet).
 func (ws *workerSession) teardown() {
 	<-ws.wrote
+	if ws.silence != nil { // the writer, its only other user, has exited
+		ws.silence.Stop()
+	}
 	ws.conn.Close()
 	ws.pool.drop(ws.m)
 	ws.mu.Lock()

@@ -33,7 +33,8 @@ type Config struct {
 	RequireAPIKeys         bool   // inference routes ask for a client API key
 	DatabaseURL            string // PostgreSQL for keys and usage; "" = in memory
 	KeyCacheTTL            time.Duration
-	UsageMaxPending        int // distinct usage rows held while the database is down
+	UsageMaxPending        int    // distinct usage rows held while the database is down
+	RedisURL               string // shares keys' limits across nodes; "" = each node its own
 	MaxBodyBytes           int64
 	BodyReadTimeout        time.Duration
 	BodyMinRate            int64 // bytes/s; 0 = no minimum
@@ -48,6 +49,7 @@ type Config struct {
 	BreakerFailures        int                 // consecutive failures that open a target's breaker
 	BreakerCooldown        time.Duration       // first open period
 	BreakerMaxCooldown     time.Duration       // longest open period (the cooldown doubles up to it)
+	SlowStart              time.Duration       // a target back from an open breaker regains its share over this; 0 = at once
 	Fallbacks              map[string][]string // model -> alternates in order; file only
 	Routing                string              // least_load or cache_aware (lowercased)
 	AffinityTTL            time.Duration       // a session returns to its last target for this long
@@ -165,6 +167,7 @@ var settings = []setting{
 	{key: "database_url", flag: "database-url", env: "DATABASE_URL"},
 	{key: "key_cache_ttl", flag: "key-cache-ttl", env: "KEY_CACHE_TTL"},
 	{key: "usage_max_pending", flag: "usage-max-pending", env: "USAGE_MAX_PENDING"},
+	{key: "redis_url", flag: "redis-url", env: "REDIS_URL"},
 	{key: "max_body_bytes", flag: "max-body-bytes", env: "MAX_BODY_BYTES"},
 	{key: "body_read_timeout", flag: "body-read-timeout", env: "BODY_READ_TIMEOUT"},
 	{key: "body_min_rate", flag: "body-min-rate", env: "BODY_MIN_RATE"},
@@ -179,6 +182,7 @@ var settings = []setting{
 	{key: "breaker_failures", flag: "breaker-failures", env: "BREAKER_FAILURES"},
 	{key: "breaker_cooldown", flag: "breaker-cooldown", env: "BREAKER_COOLDOWN"},
 	{key: "breaker_max_cooldown", flag: "breaker-max-cooldown", env: "BREAKER_MAX_COOLDOWN"},
+	{key: "slow_start", flag: "slow-start", env: "SLOW_START"},
 	{key: "routing", flag: "routing", env: "ROUTING"},
 	{key: "affinity_ttl", flag: "affinity-ttl", env: "AFFINITY_TTL"},
 	{key: "affinity_slack", flag: "affinity-slack", env: "AFFINITY_SLACK"},
@@ -238,6 +242,7 @@ func defaultValues() map[string]any {
 		"breaker_failures":               5,
 		"breaker_cooldown":               5 * time.Second,
 		"breaker_max_cooldown":           60 * time.Second,
+		"slow_start":                     30 * time.Second,
 		"routing":                        "cache_aware",
 		"affinity_ttl":                   5 * time.Minute,
 		"affinity_slack":                 2,

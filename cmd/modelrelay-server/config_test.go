@@ -82,6 +82,7 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		BreakerFailures:    5,
 		BreakerCooldown:    5 * time.Second,
 		BreakerMaxCooldown: 60 * time.Second,
+		SlowStart:          30 * time.Second,
 		Routing:            "cache_aware",
 		AffinityTTL:        5 * time.Minute,
 		AffinitySlack:      2,
@@ -166,6 +167,10 @@ func TestPrecedence(t *testing.T) {
 			vals:    layers{"3m", "120", "90s"},
 			get:     func(c Config) any { return c.BreakerMaxCooldown },
 			fileVal: 90 * time.Second, envVal: 2 * time.Minute, flagVal: 3 * time.Minute, defaultVal: time.Minute},
+		{key: "slow_start", flag: "slow-start", env: "SLOW_START",
+			vals:    layers{"1m", "45", "0"},
+			get:     func(c Config) any { return c.SlowStart },
+			fileVal: time.Duration(0), envVal: 45 * time.Second, flagVal: time.Minute, defaultVal: 30 * time.Second},
 		{key: "routing", flag: "routing", env: "ROUTING",
 			vals:    layers{"Least_Load", "CACHE_AWARE", "least_load"},
 			get:     func(c Config) any { return c.Routing },
@@ -290,6 +295,7 @@ worker_grace: 2s
 breaker_failures: 3
 breaker_cooldown: 1s
 breaker_max_cooldown: 30s
+slow_start: 1m
 routing: Least_Load
 affinity_ttl: 90s
 affinity_slack: 0
@@ -320,6 +326,7 @@ worker_grace = 2
 breaker_failures = 3
 breaker_cooldown = "1s"
 breaker_max_cooldown = 30
+slow_start = "1m"
 routing = "Least_Load"
 affinity_ttl = "90s"
 affinity_slack = 0
@@ -354,7 +361,7 @@ api_key = "sk-file-key"
 		DefaultMaxTokens: 4096,
 		TrustedProxies:   []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")},
 		WorkerGrace:      2 * time.Second, BreakerFailures: 3, BreakerCooldown: time.Second, BreakerMaxCooldown: 30 * time.Second,
-		Routing: "least_load", AffinityTTL: 90 * time.Second, AffinitySlack: 0, PrefixMinMatch: 0.5,
+		SlowStart: time.Minute, Routing: "least_load", AffinityTTL: 90 * time.Second, AffinitySlack: 0, PrefixMinMatch: 0.5,
 		PrefixCacheEntries: 4096, PriorityAging: 2500 * time.Millisecond,
 		Fallbacks: map[string][]string{
 			"llama-3-70b":     {"llama-3-8b", "gpt-4o-mini"},
@@ -557,6 +564,9 @@ func TestValidationErrors(t *testing.T) {
 		{"breaker max below cooldown", loadCase{env: map[string]string{"BREAKER_COOLDOWN": "10s", "BREAKER_MAX_COOLDOWN": "5s"}}, `config: breaker_max_cooldown: must be at least breaker_cooldown (10s), got 5s`},
 		{"breaker max below default cooldown", file("breaker_max_cooldown: 1"), `config: breaker_max_cooldown: must be at least breaker_cooldown (5s), got 1s`},
 		{"breaker max equal ok", file("breaker_cooldown: 7s\nbreaker_max_cooldown: 7"), ""},
+		{"slow start negative", loadCase{env: map[string]string{"SLOW_START": "-30s"}}, `config: slow_start: must not be negative, got "-30s"`},
+		{"slow start text", loadCase{args: []string{"--slow-start=gradual"}}, `config: slow_start: invalid duration "gradual" (want e.g. 30s, 5m or a number of seconds)`},
+		{"slow start zero ok", file("slow_start: 0"), ""},
 		{"routing unknown", file("routing: round_robin"), `config: routing: unknown policy "round_robin" (want least_load or cache_aware)`},
 		{"routing empty", loadCase{args: []string{"--routing="}}, `config: routing: unknown policy "" (want least_load or cache_aware)`},
 		{"routing type", file("routing: 1"), `config: routing: must be a string (quote the value)`},
@@ -585,6 +595,7 @@ func TestValidationErrors(t *testing.T) {
 		{"key cache ttl too long", loadCase{env: map[string]string{"KEY_CACHE_TTL": "1m"}}, `config: key_cache_ttl: must be above 0 and at most 5s (how late a revocation may take effect), got 1m0s`},
 		{"usage max pending zero", loadCase{args: []string{"--usage-max-pending=0"}}, `config: usage_max_pending: must be at least 1, got 0`},
 		{"database url not postgres", loadCase{env: map[string]string{"DATABASE_URL": "mysql://db/x"}}, `config: database_url: must be a postgres:// or postgresql:// URL`},
+		{"redis url not redis", loadCase{env: map[string]string{"REDIS_URL": "http://cache:6379"}}, `config: redis_url: redis: invalid URL scheme: http`},
 		{"priority aging text", loadCase{env: map[string]string{"PRIORITY_AGING": "often"}}, `config: priority_aging: invalid duration "often" (want e.g. 30s, 5m or a number of seconds)`},
 		{"fallbacks shape", file("fallbacks: [a, b]"), `config: fallbacks: must be a mapping (model: [alternate, ...])`},
 		{"fallbacks shape toml", loadCase{file: `fallbacks = "a"`, name: "c.toml"}, `config: fallbacks: must be a mapping (model: [alternate, ...])`},
@@ -934,19 +945,23 @@ no-chain = []
 
 // TestConfigWiresRelayOptions: the failover settings reach relay.Options.
 func TestConfigWiresRelayOptions(t *testing.T) {
-	cfg, _ := mustLoad(t, loadCase{args: []string{"--worker-grace=0", "--breaker-failures=2"},
+	cfg, _ := mustLoad(t, loadCase{args: []string{"--worker-grace=0", "--breaker-failures=2", "--slow-start=0"},
 		env: map[string]string{"BREAKER_COOLDOWN": "1.5", "WORKER_SECRET": "s"}, file: "breaker_max_cooldown: 2m\n"})
 	opts := relayOptions(cfg, slog.New(slog.DiscardHandler), nil)
 	if opts.WorkerGrace >= 0 {
 		t.Errorf("WorkerGrace = %v, want negative (relay: no grace)", opts.WorkerGrace)
+	}
+	if opts.SlowStart >= 0 {
+		t.Errorf("SlowStart = %v, want negative (relay: no slow start)", opts.SlowStart)
 	}
 	if want := (relay.BreakerOptions{Failures: 2, Cooldown: 1500 * time.Millisecond, MaxCooldown: 2 * time.Minute}); opts.Breaker != want {
 		t.Errorf("Breaker = %+v, want %+v", opts.Breaker, want)
 	}
 	def, _ := mustLoad(t, loadCase{})
 	opts = relayOptions(def, slog.New(slog.DiscardHandler), nil)
-	if want := (relay.BreakerOptions{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: time.Minute}); opts.Breaker != want || opts.WorkerGrace != 10*time.Second {
-		t.Errorf("defaults: Breaker = %+v, WorkerGrace = %v", opts.Breaker, opts.WorkerGrace)
+	if want := (relay.BreakerOptions{Failures: 5, Cooldown: 5 * time.Second, MaxCooldown: time.Minute}); opts.Breaker != want || opts.WorkerGrace != 10*time.Second ||
+		opts.SlowStart != 30*time.Second {
+		t.Errorf("defaults: Breaker = %+v, WorkerGrace = %v, SlowStart = %v", opts.Breaker, opts.WorkerGrace, opts.SlowStart)
 	}
 }
 
@@ -977,12 +992,12 @@ func TestConfigWiresScheduling(t *testing.T) {
 
 func TestLogValueHidesSecrets(t *testing.T) {
 	cfg, _ := mustLoad(t, loadCase{file: validAppProxyYAML, env: map[string]string{"WORKER_SECRET": "ws-secret", "MODELRELAY_ADMIN_TOKEN": "adm-secret",
-		"DATABASE_URL": "postgres://relay:db-secret@db.internal:5432/relay?password=q-secret"}})
+		"DATABASE_URL": "postgres://relay:db-secret@db.internal:5432/relay?password=q-secret", "REDIS_URL": "redis://:redis-secret@cache:6379/2"}})
 	text := cfg.LogValue().String()
 	if !strings.Contains(text, "postgres://db.internal:5432/relay") {
 		t.Errorf("LogValue does not name the database: %s", text)
 	}
-	for _, s := range []string{"ws-secret", "adm-secret", "api-s", "jwt-s", "db-secret", "q-secret"} {
+	for _, s := range []string{"ws-secret", "adm-secret", "api-s", "jwt-s", "db-secret", "q-secret", "redis-secret"} {
 		if strings.Contains(text, s) {
 			t.Errorf("LogValue leaks %q: %s", s, text)
 		}

@@ -112,6 +112,11 @@ func (c Config) validateKeys() error {
 	if c.UsageMaxPending < 1 {
 		return fmt.Errorf("config: usage_max_pending: must be at least 1, got %d", c.UsageMaxPending)
 	}
+	if c.RedisURL != "" {
+		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+			return fmt.Errorf("config: redis_url: %v", err)
+		}
+	}
 	if c.DatabaseURL == "" {
 		return nil
 	}
@@ -434,8 +439,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("worker_secret", secret(c.WorkerSecret)),
 		slog.String("admin_token", secret(c.AdminToken)),
 		slog.Bool("require_api_keys", c.RequireAPIKeys),
-		slog.String("database", databaseShown(c.DatabaseURL)),
+		slog.String("database", urlShown(c.DatabaseURL)),
 		slog.Duration("key_cache_ttl", c.KeyCacheTTL),
+		slog.String("shared_limits", urlShown(c.RedisURL)),
 		slog.Int("max_queue_len", c.MaxQueueLen),
 		slog.Duration("queue_timeout", c.QueueTimeout),
 		slog.Duration("request_timeout", c.RequestTimeout),
@@ -447,6 +453,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("breaker_failures", c.BreakerFailures),
 		slog.Duration("breaker_cooldown", c.BreakerCooldown),
 		slog.Duration("breaker_max_cooldown", c.BreakerMaxCooldown),
+		slog.Duration("slow_start", c.SlowStart),
 		slog.String("routing", c.Routing),
 		slog.Duration("affinity_ttl", c.AffinityTTL),
 		slog.Int("affinity_slack", c.AffinitySlack),
@@ -461,9 +468,9 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// databaseShown is the database URL as logs may show it: host, port and database name, never
-// the user's password or the query (which may hold one too).
-func databaseShown(raw string) string {
+// urlShown is a database or Redis URL as logs may show it: scheme, host, port and path,
+// never the user's password or the query (which may hold one too).
+func urlShown(raw string) string {
 	if raw == "" {
 		return "in memory"
 	}

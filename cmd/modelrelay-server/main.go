@@ -17,9 +17,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"modelrelay/relay"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/keys/postgres"
+	"modelrelay/relay/keys/redislimit"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".
@@ -84,6 +87,10 @@ func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options 
 	if grace == 0 {
 		grace = -1 // relay: negative = no grace (zero takes its default)
 	}
+	slowStart := cfg.SlowStart
+	if slowStart == 0 {
+		slowStart = -1 // relay: negative = no slow start (zero takes its default)
+	}
 	slack := cfg.AffinitySlack
 	if slack == 0 {
 		slack = -1 // relay: negative = no slack (zero takes its default of 2)
@@ -115,6 +122,7 @@ func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options 
 		Backends:               backends,
 		Fallbacks:              cfg.Fallbacks,
 		WorkerGrace:            grace,
+		SlowStart:              slowStart,
 		Breaker:                breaker,
 		Scheduling:             scheduling,
 		RequireAPIKeys:         cfg.RequireAPIKeys,
@@ -143,7 +151,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer store.Close()
-	srv, err := relay.New(relayOptions(cfg, log, store))
+	opts := relayOptions(cfg, log, store)
+	if cfg.RedisURL != "" {
+		rdbOpts, _ := redis.ParseURL(cfg.RedisURL) // validated with the config
+		rdb := redis.NewClient(rdbOpts)
+		defer rdb.Close()
+		opts.Keys.Budget = redislimit.New(rdb, log)
+		log.Info("client key limits shared through Redis", "redis", urlShown(cfg.RedisURL))
+	}
+	srv, err := relay.New(opts)
 	if err != nil {
 		return err
 	}
@@ -237,6 +253,6 @@ func openKeyStore(ctx context.Context, cfg Config, log *slog.Logger) (keys.Store
 	if err != nil {
 		return nil, fmt.Errorf("database_url: %w", err)
 	}
-	log.Info("client API keys in PostgreSQL", "database", databaseShown(cfg.DatabaseURL))
+	log.Info("client API keys in PostgreSQL", "database", urlShown(cfg.DatabaseURL))
 	return store, nil
 }

@@ -65,6 +65,10 @@ Failover:
   --breaker-max-cooldown DURATION
                                  longest cooldown (at least --breaker-cooldown)
                                  env BREAKER_MAX_COOLDOWN, default 60s
+  --slow-start DURATION          a static backend or circuit replica whose breaker closes
+                                 again gets its share of traffic back over this long,
+                                 from a tenth to all of it (0 = at once)
+                                 env SLOW_START, default 30s
 
 Scheduling:
   --routing POLICY               cache_aware: a session returns to its last target, and a
@@ -131,6 +135,9 @@ Client API keys (created with POST /admin/keys):
   --usage-max-pending N          usage rows held while the database is down; past it new
                                  usage is dropped and counted
                                  env USAGE_MAX_PENDING, default 100000
+  --redis-url URL                Redis that holds keys' rate and token limits for every
+                                 node (redis://host:port/db); unset: each node its own
+                                 env REDIS_URL, default none
 
 Config file:
   --config FILE                  YAML file, or TOML when the name ends in .toml;

@@ -34,7 +34,6 @@ type Auth struct {
 	// so a read is one atomic load and a map lookup, with no lock and no allocation.
 	entries atomic.Pointer[map[Hash]*entry]
 	writeMu sync.Mutex
-	limits  sync.Map // key id -> *Limiter
 }
 
 // entry is one validated key in the cache.
@@ -130,16 +129,6 @@ func (a *Auth) valid(k *Key, now time.Time) (*Key, error) {
 	return k, nil
 }
 
-// Limiter returns the request and token limiter of a key (one per key id, kept across cache
-// refreshes so that changing a key's limits does not reset what it used).
-func (a *Auth) Limiter(id string) *Limiter {
-	if l, ok := a.limits.Load(id); ok {
-		return l.(*Limiter)
-	}
-	l, _ := a.limits.LoadOrStore(id, &Limiter{})
-	return l.(*Limiter)
-}
-
 // Forget drops a key from this node's cache at once (after the admin API revoked or changed
 // it here; other nodes notice within the TTL).
 func (a *Auth) Forget(id string) {
@@ -148,23 +137,12 @@ func (a *Auth) Forget(id string) {
 	})
 }
 
-// Sweep drops keys not used for idle, and their limiters once they have refilled, so the
-// cache holds what is in use, not everything ever presented.
+// Sweep drops keys not used for idle, so the cache holds what is in use, not everything ever
+// presented.
 func (a *Auth) Sweep(idle time.Duration) {
 	cutoff := a.now().Add(-idle).UnixNano()
-	live := map[string]bool{}
 	a.edit(func(m map[Hash]*entry) {
 		maps.DeleteFunc(m, func(_ Hash, e *entry) bool { return e.used.Load() < cutoff })
-		for _, e := range m {
-			live[e.key.Load().ID] = true
-		}
-	})
-	now := a.now()
-	a.limits.Range(func(id, v any) bool {
-		if !live[id.(string)] && v.(*Limiter).idle(now) {
-			a.limits.Delete(id)
-		}
-		return true
 	})
 }
 

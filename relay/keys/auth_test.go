@@ -170,18 +170,20 @@ func TestAuthSweep(t *testing.T) {
 	a.now = c.now
 	k, secret := newKey(t, m, Limits{RateLimitRPM: 1})
 	a.Check(ctx, secret, c.now())
-	a.Limiter(k.ID).Admit(k.Limits, c.now())
+	var budget Local
+	budget.Admit(ctx, k.ID, k.Limits, c.now())
 	c.add(30 * time.Second)
 	a.Sweep(10 * time.Second)
+	budget.Sweep(c.now())
 	if _, ok := (*a.entries.Load())[HashOf(secret)]; ok {
 		t.Fatal("an idle key stayed cached")
 	}
-	if _, ok := a.limits.Load(k.ID); !ok {
+	if _, ok := budget.limiters.Load(k.ID); !ok {
 		t.Fatal("a limiter that has not refilled was dropped")
 	}
 	c.add(time.Minute)
-	a.Sweep(10 * time.Second)
-	if _, ok := a.limits.Load(k.ID); ok {
+	budget.Sweep(c.now())
+	if _, ok := budget.limiters.Load(k.ID); ok {
 		t.Fatal("a refilled limiter stayed")
 	}
 }

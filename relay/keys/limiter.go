@@ -1,10 +1,73 @@
 package keys
 
 import (
+	"context"
 	"math"
 	"sync"
 	"time"
 )
+
+// Budget admits a key's requests against its rate and token limits and charges what they
+// used. Local keeps the buckets in this process; package redislimit shares them between
+// nodes through Redis.
+type Budget interface {
+	// Admit takes one request of key id; ok false says which limit refused and for how long.
+	Admit(ctx context.Context, id string, lim Limits, now time.Time) (no Refusal, ok bool)
+	// Charge counts the tokens a request used against the key's token limit.
+	Charge(ctx context.Context, id string, lim Limits, tokens int64, now time.Time)
+}
+
+// Local is the Budget of one process: a Limiter per key.
+type Local struct {
+	limiters sync.Map // key id -> *Limiter
+}
+
+// Limiter returns a key's limiter (one per key id, kept across cache refreshes so that
+// changing a key's limits does not reset what it used).
+func (l *Local) Limiter(id string) *Limiter {
+	if v, ok := l.limiters.Load(id); ok {
+		return v.(*Limiter)
+	}
+	v, _ := l.limiters.LoadOrStore(id, &Limiter{})
+	return v.(*Limiter)
+}
+
+func (l *Local) Admit(_ context.Context, id string, lim Limits, now time.Time) (Refusal, bool) {
+	if lim.RateLimitRPM <= 0 && lim.TokenLimitTPM <= 0 {
+		return Refusal{}, true
+	}
+	return l.Limiter(id).Admit(lim, now)
+}
+
+func (l *Local) Charge(_ context.Context, id string, lim Limits, tokens int64, now time.Time) {
+	if lim.TokenLimitTPM > 0 && tokens > 0 {
+		l.Limiter(id).Charge(lim, tokens, now)
+	}
+}
+
+// Sweep forgets the limiters that have refilled: forgetting them changes nothing.
+func (l *Local) Sweep(now time.Time) {
+	l.limiters.Range(func(id, v any) bool {
+		if v.(*Limiter).idle(now) {
+			l.limiters.Delete(id)
+		}
+		return true
+	})
+}
+
+// Run sweeps every minute until ctx ends.
+func (l *Local) Run(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			l.Sweep(time.Now())
+		}
+	}
+}
 
 // Limiter enforces one key's rate_limit_rpm and token_limit_tpm in this process. Both are
 // token buckets that refill evenly over a minute: rpm holds up to rpm requests, tpm up to tpm
