@@ -45,6 +45,7 @@ type adminWorker struct {
 	ReportedLoad  int      `json:"reported_load"`
 	InFlightCount int      `json:"in_flight_count"`
 	IsDraining    bool     `json:"is_draining"`
+	Suspect       bool     `json:"suspect"` // silent since the last ping: no new requests for now
 }
 
 func (s *Server) handleAdminWorkers(w http.ResponseWriter, _ *http.Request) {
@@ -53,7 +54,7 @@ func (s *Server) handleAdminWorkers(w http.ResponseWriter, _ *http.Request) {
 	for _, m := range views {
 		workers = append(workers, adminWorker{WorkerID: m.ID, Provider: m.provider, WorkerName: m.Name,
 			Models: m.Models, MaxConcurrent: m.MaxConcurrent, ReportedLoad: m.ReportedLoad,
-			InFlightCount: m.InFlight, IsDraining: m.Draining})
+			InFlightCount: m.InFlight, IsDraining: m.Draining, Suspect: m.Suspect})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"workers": workers})
 }
