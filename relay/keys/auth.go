@@ -148,14 +148,19 @@ func (a *Auth) Sweep(idle time.Duration) {
 
 // Run sweeps the cache every minute until ctx ends.
 func (a *Auth) Run(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
+	every(ctx, time.Minute, func() { a.Sweep(10 * time.Minute) })
+}
+
+// every runs fn every period until ctx ends.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			a.Sweep(10 * time.Minute)
+			fn()
 		}
 	}
 }

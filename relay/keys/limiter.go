@@ -57,16 +57,7 @@ func (l *Local) Sweep(now time.Time) {
 
 // Run sweeps every minute until ctx ends.
 func (l *Local) Run(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			l.Sweep(time.Now())
-		}
-	}
+	every(ctx, time.Minute, func() { l.Sweep(time.Now()) })
 }
 
 // Limiter enforces one key's rate_limit_rpm and token_limit_tpm in this process. Both are
