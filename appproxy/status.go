@@ -5,6 +5,7 @@ import "modelrelay/protocol"
 // Status is the worker's part of /health.
 type Status struct {
 	Authority       string `json:"authority"`
+	Node            string `json:"node"` // this replica: node_id when set, else the hostname
 	WorkerID        string `json:"worker_id"`
 	Registered      bool   `json:"registered"`
 	EventsConnected bool   `json:"events_connected"`
@@ -17,6 +18,7 @@ func (w *Worker) Status() Status {
 	w.mu.Lock()
 	s := Status{
 		Authority:       w.cfg.Registration.Authority,
+		Node:            w.node,
 		WorkerID:        w.workerID,
 		Registered:      w.registered,
 		LastHeartbeatOK: w.lastHeartbeatOK,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -56,6 +57,7 @@ type Worker struct {
 
 	events     chan protocol.Event
 	subscribed chan struct{}
+	node       string // this replica's name: the registration's node_id, else the hostname
 
 	mu              sync.Mutex // guards the fields below, which Status reads
 	workerID        string
@@ -97,6 +99,10 @@ func NewWorker(cfg Config) (*Worker, error) {
 		inFlight:   map[string]bool{},
 		touched:    map[string]uint64{},
 		results:    make(chan restResult, 3),
+	}
+	w.node = cfg.Registration.NodeID
+	if w.node == "" {
+		w.node, _ = os.Hostname()
 	}
 	if cfg.Events != nil {
 		w.acker = &Acker{Client: cfg.Events}

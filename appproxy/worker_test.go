@@ -398,13 +398,19 @@ func TestPullOnlyWorker(t *testing.T) {
 func TestPull404Reregisters(t *testing.T) {
 	h := newHarness(t, withHeartbeat(time.Hour), withResync(100*time.Millisecond)).start()
 	h.ready()
+	// The one heartbeat that follows the first pull must be answered before the coordinator
+	// forgets us, or it is that heartbeat, not a pull, that hears the 404.
+	h.eventually("the heartbeat after the first pull", func() bool {
+		return len(h.requests(http.MethodPatch)) > 0 && h.worker.Status().LastHeartbeatOK
+	})
+	beats := len(h.requests(http.MethodPatch))
 	first := h.worker.Status().WorkerID
 	h.coord.Forget(testAuthority)
 	h.eventually("re-registration after a 404 pull", func() bool {
 		s := h.worker.Status()
 		return s.Registered && s.WorkerID != first
 	})
-	for _, p := range h.requests(http.MethodPatch) {
+	for _, p := range h.requests(http.MethodPatch)[beats:] {
 		if p.Status != http.StatusOK {
 			t.Fatalf("a heartbeat answered %d; the pull alone should have noticed", p.Status)
 		}

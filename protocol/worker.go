@@ -6,7 +6,8 @@ import (
 )
 
 // WorkerRegistration is the body of PUT /api/worker. The coordinator requires every key, so
-// nothing here is omitempty; nullable keys are pointers written as null.
+// nothing here is omitempty (nullable keys are pointers written as null) but NodeID: older
+// coordinators reject unknown fields, so it is sent only when set.
 type WorkerRegistration struct {
 	Authority                 string           `json:"authority"`
 	FrontendMode              string           `json:"frontend_mode"`
@@ -22,6 +23,9 @@ type WorkerRegistration struct {
 	TraefikLastUsedMarkerPath *string          `json:"traefik_last_used_marker_path"`
 	AcceptedTraffics          []string         `json:"accepted_traffics"`
 	AppFilters                []map[string]any `json:"app_filters"`
+	// NodeID names this replica of an HA worker (several nodes share one authority) to a
+	// coordinator that tracks nodes.
+	NodeID string `json:"node_id,omitempty"`
 }
 
 // Traffic kinds a worker accepts.

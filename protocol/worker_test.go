@@ -25,6 +25,12 @@ func TestRegistrationBodyMatchesSpec(t *testing.T) {
 	if m["accepted_traffics"] == nil || m["app_filters"] == nil || len(m) != 14 {
 		t.Fatalf("zero registration must still carry every key with lists: %s", b)
 	}
+	// node_id only when configured: older coordinators refuse unknown fields.
+	reg.NodeID = "relay-a"
+	b, _ = json.Marshal(reg)
+	if want := want[:len(want)-1] + `,"node_id":"relay-a"}`; string(b) != want {
+		t.Fatalf("with a node id: got %s\nwant %s", b, want)
+	}
 }
 
 func TestDecodeWorker(t *testing.T) {

@@ -114,7 +114,8 @@ type AppProxyConfig struct {
 	RouteMaxConcurrent  int // 0 = none
 	HealthCheckInterval time.Duration
 	LiveMarkers         bool
-	RequireTokenExp     bool // refuse circuit tokens without "exp" (PyJWT accepts them)
+	RequireTokenExp     bool   // refuse circuit tokens without "exp" (PyJWT accepts them)
+	NodeID              string // this replica's name to coordinators that track HA nodes; "" = not sent
 }
 
 // RedisSentinel reports whether RedisURL names a Sentinel master (parse it with
@@ -207,7 +208,7 @@ var appProxyKeys = []string{
 	"authority", "hostname", "api_port", "wildcard_domain", "wildcard_traffic_port",
 	"tls_listen", "tls_cert", "tls_key", "tls_advertised", "aggregation_hosts",
 	"heartbeat_period", "reconcile_interval", "route_max_concurrent", "health_check_interval",
-	"live_markers", "require_token_exp",
+	"live_markers", "require_token_exp", "node_id",
 }
 
 var backendKeys = []string{"name", "url", "models", "weight", "max_concurrent", "dialects", "api_key"}

@@ -317,6 +317,7 @@ func decodeAppProxy(d *decoder) AppProxyConfig {
 		HealthCheckInterval: d.duration(key("health_check_interval")),
 		LiveMarkers:         d.boolean(key("live_markers")),
 		RequireTokenExp:     d.boolean(key("require_token_exp")),
+		NodeID:              d.str(key("node_id")),
 	}
 }
 

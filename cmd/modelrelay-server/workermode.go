@@ -66,9 +66,11 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 	m.applier = reconcile.NewApplier(srv, router, hosts,
 		reconcile.Options{RouteMaxConcurrent: ap.RouteMaxConcurrent, OnServed: m.markUsed}, log)
 
+	reg := protocol.NewInferenceRegistration(ap.Authority, ap.Hostname, apiPort, ap.TLSListen,
+		ap.TLSAdvertised, ap.WildcardDomain, ap.WildcardTrafficPort)
+	reg.NodeID = ap.NodeID
 	m.worker, err = appproxy.NewWorker(appproxy.Config{
-		Registration: protocol.NewInferenceRegistration(ap.Authority, ap.Hostname, apiPort, ap.TLSListen,
-			ap.TLSAdvertised, ap.WildcardDomain, ap.WildcardTrafficPort),
+		Registration:      reg,
 		Coordinator:       coord,
 		Events:            events,
 		Apply:             m.applier.Apply,
