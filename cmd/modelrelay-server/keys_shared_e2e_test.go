@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"modelrelay/appproxy/appproxytest"
 	"modelrelay/relay/keys/pgtest"
@@ -21,6 +22,7 @@ func TestE2EKeysLimitsSharedAcrossNodes(t *testing.T) {
 	b := startKeyRelay(t, keyConfig(oa, nil, ""), env)
 
 	k := createKey(t, a.addr, `{"name":"shared","rate_limit_rpm":6}`)
+	start := time.Now()
 	served, limited := 0, 0
 	for i := range 12 {
 		node := a
@@ -39,8 +41,10 @@ func TestE2EKeysLimitsSharedAcrossNodes(t *testing.T) {
 			t.Fatalf("request %d: %s", i, ans)
 		}
 	}
-	// A request's worth refills every 10 s: a slow run may see one more.
-	if served < 6 || served > 7 || limited != 12-served {
-		t.Fatalf("served %d and limited %d of 12 over two nodes; want the key's 6 (+1 refill) served between them", served, limited)
+	// A request's worth refills every 10 s: a slow run may see more.
+	refilled := int(time.Since(start) / (10 * time.Second))
+	if served < 6 || served > 6+refilled || limited != 12-served {
+		t.Fatalf("served %d and limited %d of 12 over two nodes in %v; want the key's 6 (+%d refilled) served between them",
+			served, limited, time.Since(start), refilled)
 	}
 }
