@@ -169,14 +169,9 @@ func writeUnquoted(b *strings.Builder, s []byte, notUTF8 bool) {
 			s = s[1:]
 			continue
 		}
-		r, adv := unescape(s)
+		adv := writeEscape(b, s)
 		if adv == 0 { // cannot happen after str; stop rather than loop
 			return
-		}
-		if r < utf8.RuneSelf {
-			b.WriteByte(byte(r))
-		} else {
-			b.WriteRune(r)
 		}
 		s = s[adv:]
 	}
@@ -192,17 +187,27 @@ func writeUnescaped(b *strings.Builder, s []byte) {
 			return
 		}
 		b.Write(s[:k])
-		r, adv := unescape(s[k:])
+		adv := writeEscape(b, s[k:])
 		if adv == 0 { // cannot happen after str; stop rather than loop
 			return
 		}
-		if r < utf8.RuneSelf {
-			b.WriteByte(byte(r))
-		} else {
-			b.WriteRune(r)
-		}
 		s = s[k+adv:]
 	}
+}
+
+// writeEscape writes the character of the escape s starts with and returns the escape's
+// length (0 when s starts with none).
+func writeEscape(b *strings.Builder, s []byte) int {
+	r, adv := unescape(s)
+	if adv == 0 {
+		return 0
+	}
+	if r < utf8.RuneSelf {
+		b.WriteByte(byte(r))
+	} else {
+		b.WriteRune(r)
+	}
+	return adv
 }
 
 // bigString is the length from which a string gets an allocation of its own rather than a
