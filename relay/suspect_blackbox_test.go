@@ -2,10 +2,8 @@ package relay_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -115,12 +113,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func metricsText(t *testing.T, ts *httptest.Server) string {
-	t.Helper()
-	r := wait(t, goCall(context.Background(), http.MethodGet, ts.URL+"/metrics", "", nil))
-	return string(r.body)
-}
-
 // A worker that stops sending (but keeps its connection and keeps reading) becomes suspect
 // after a ping: new requests go to the other worker, its in-flight request completes when it
 // speaks again, and that frame makes it healthy.
@@ -139,7 +131,8 @@ func TestSuspectWorkerGetsNothingNewButFinishesWhatItHolds(t *testing.T) {
 	waitSuspect(t, ts, quiet.ack.WorkerID, true)
 	waitSuspect(t, ts, other.ack.WorkerID, false) // (a pong late on a busy machine may flap it)
 	eventually(t, "modelrelay_workers_suspect 1", func() bool {
-		return strings.Contains(metricsText(t, ts), "modelrelay_workers_suspect 1\n")
+		_, metrics := getText(t, ts, "/metrics")
+		return strings.Contains(metrics, "modelrelay_workers_suspect 1\n")
 	})
 	if h := healthWorker(t, ts, quiet.ack.WorkerID); h["in_flight"] != 1.0 {
 		t.Fatalf("suspect worker lost its in-flight request: %v", h)
@@ -167,7 +160,8 @@ func TestSuspectWorkerGetsNothingNewButFinishesWhatItHolds(t *testing.T) {
 	}
 	waitSuspect(t, ts, quiet.ack.WorkerID, false)
 	eventually(t, "modelrelay_workers_suspect 0", func() bool {
-		return strings.Contains(metricsText(t, ts), "modelrelay_workers_suspect 0\n")
+		_, metrics := getText(t, ts, "/metrics")
+		return strings.Contains(metrics, "modelrelay_workers_suspect 0\n")
 	})
 	text := logs.String()
 	for _, want := range []string{
