@@ -528,18 +528,6 @@ func (p *Pool) release(m *member, o outcome, served time.Duration) {
 	}
 }
 
-// slowStartOf is Options.SlowStart as the pools use it: 0 takes the default of 30 s, and a
-// negative value turns slow start off.
-func slowStartOf(d time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return 30 * time.Second
-	case d < 0:
-		return 0
-	}
-	return d
-}
-
 // slowStartLocked starts m's slow start at now: selection gives it back its weight over
 // slow_start, from slowStartFloor of it (rampLocked). Queued requests still go to it at once
 // when it has room (dispatchForLocked): slow start shapes its share among free targets, it

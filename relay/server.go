@@ -218,6 +218,12 @@ func New(opts Options) (*Server, error) {
 	case opts.WorkerGrace < 0:
 		opts.WorkerGrace = 0
 	}
+	switch {
+	case opts.SlowStart == 0:
+		opts.SlowStart = 30 * time.Second
+	case opts.SlowStart < 0:
+		opts.SlowStart = 0
+	}
 	opts.Breaker.fill()
 	opts.Scheduling.fill()
 	opts.Timings.fill()
@@ -237,7 +243,7 @@ func New(opts Options) (*Server, error) {
 		upstreams:  newUpstreamClient(),
 		bodyBudget: &bodyBudget{limit: opts.BodyLimits.Budget},
 		poolConf: &poolConfig{maxQueue: opts.MaxQueueLen, keepKnown: opts.Timings.KeepKnown,
-			workerGrace: opts.WorkerGrace, slowStart: slowStartOf(opts.SlowStart), breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger,
+			workerGrace: opts.WorkerGrace, slowStart: opts.SlowStart, breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger,
 			names: &modelNames{}},
 	}
 	s.keys = keys.NewAuth(opts.Keys.Store, opts.Keys.CacheTTL)
