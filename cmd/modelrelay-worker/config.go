@@ -29,7 +29,7 @@ func (o option) key() string { return strings.ReplaceAll(o.flag, "-", "_") }
 
 // options mirror the Rust modelrelay-worker's flags and environment names.
 var options = []option{
-	{"proxy-url", "PROXY_URL", "http://127.0.0.1:8080", "URL", "base URL of the relay server (http, https, ws or wss)"},
+	{"proxy-url", "PROXY_URL", "http://127.0.0.1:8080", "URLS", "base URL of the relay server (http, https, ws or wss); comma-separated for several relays"},
 	{"worker-secret", "WORKER_SECRET", "", "SECRET", "secret shared with the server for this provider (required)"},
 	{"provider", "PROVIDER_NAME", "local", "NAME", "provider to register with on the server"},
 	{"worker-name", "WORKER_NAME", "worker", "NAME", "name this worker reports to the server"},

@@ -60,7 +60,7 @@ func run(signals context.Context, stopSignals func(), args []string,
 		fmt.Fprintf(stderr, "modelrelay-worker: %v\n", err)
 		return 1
 	}
-	log.Info("modelrelay-worker starting", "version", version, "proxy", redacted(s.ProxyURL),
+	log.Info("modelrelay-worker starting", "version", version, "proxy", redactedList(s.ProxyURL),
 		"provider", s.Provider, "name", s.WorkerName, "models", strings.Join(s.Models, ","),
 		"max_concurrency", s.MaxConcurrency, "backend", redacted(s.BackendURL))
 
@@ -115,9 +115,22 @@ Example:
   modelrelay-worker --proxy-url https://relay.example.com --worker-secret "$SECRET" \
     --backend-url http://127.0.0.1:8000 --models llama3-8b,qwen2.5-7b
 
+With several relays (a comma list) the worker keeps a session to each; they share its
+--max-concurrency slots, each relay is told the worker's whole load, and a request that
+finds every slot just taken by another relay waits up to 2 s for one.
+
 On SIGTERM the worker stops taking requests, lets in-flight ones finish for up to
 --drain-timeout, then exits 0. A second signal exits at once.
 `)
+}
+
+// redactedList is redacted for each URL of a comma list.
+func redactedList(raw string) string {
+	urls := strings.Split(raw, ",")
+	for i, u := range urls {
+		urls[i] = redacted(strings.TrimSpace(u))
+	}
+	return strings.Join(urls, ",")
 }
 
 // redacted hides a password in a URL (https://user:pass@host) before it is logged.

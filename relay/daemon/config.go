@@ -8,13 +8,14 @@ import (
 	"modelrelay/protocol"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
 
 // Config describes one worker daemon. Zero durations take the defaults below.
 type Config struct {
-	ProxyURL       string   // relay server base URL (http, https, ws or wss)
+	ProxyURL       string   // relay server base URL (http, https, ws or wss); a comma list attaches to several
 	Provider       string   // provider to register under; "" = "local"
 	WorkerSecret   string   // sent as x-worker-secret; required
 	WorkerName     string   // "" = "worker"
@@ -86,7 +87,7 @@ func (c Config) validate() error {
 	if c.WorkerSecret == "" {
 		return errors.New("worker secret is required")
 	}
-	if _, err := ConnectURL(c.ProxyURL, c.Provider); err != nil {
+	if _, err := connectURLs(c.ProxyURL, c.Provider); err != nil {
 		return err
 	}
 	u, err := url.Parse(c.BackendURL)
@@ -104,6 +105,29 @@ func hasWildcard(models []string) bool {
 		}
 	}
 	return false
+}
+
+// connectURLs turns a comma list of relay base URLs into their worker endpoints, refusing an
+// empty list and the same relay twice (two sessions to one server would register twice).
+func connectURLs(proxyURLs, provider string) ([]string, error) {
+	var out []string
+	for _, raw := range strings.Split(proxyURLs, ",") {
+		if strings.TrimSpace(raw) == "" && strings.Contains(proxyURLs, ",") {
+			continue // a trailing comma
+		}
+		u, err := ConnectURL(raw, provider)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(out, u) {
+			return nil, fmt.Errorf("proxy url %q is listed twice", strings.TrimSpace(raw))
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("proxy url %q names no relay", proxyURLs)
+	}
+	return out, nil
 }
 
 // ConnectURL turns a relay server base URL into the worker endpoint: trailing slashes trimmed,

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,6 +42,9 @@ func TestConfigValidation(t *testing.T) {
 	for name, mutate := range map[string]func(*Config){
 		"no secret":        func(c *Config) { c.WorkerSecret = "" },
 		"bad proxy":        func(c *Config) { c.ProxyURL = "tcp://h" },
+		"bad second proxy": func(c *Config) { c.ProxyURL = "http://h,tcp://g" },
+		"same relay twice": func(c *Config) { c.ProxyURL = "http://h, http://h/" },
+		"only commas":      func(c *Config) { c.ProxyURL = " , " },
 		"relative backend": func(c *Config) { c.BackendURL = "/v1" },
 		"ws backend":       func(c *Config) { c.BackendURL = "ws://b" },
 	} {
@@ -50,7 +54,16 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	d, _ := New(ok)
+	several := ok
+	several.ProxyURL = "http://a, https://b/relay/,"
+	d, err := New(several)
+	if err != nil {
+		t.Fatalf("a list of relays: %v", err)
+	}
+	if want := "ws://a/v1/worker/connect?provider=local wss://b/relay/v1/worker/connect?provider=local"; strings.Join(d.relays, " ") != want {
+		t.Errorf("relays = %q; want %q", d.relays, want)
+	}
+	d, _ = New(ok)
 	if d.cfg.MaxConcurrency != 1 || d.cfg.Provider != "local" || d.cfg.WorkerName != "worker" {
 		t.Errorf("defaults not applied: %+v", d.cfg)
 	}

@@ -8,17 +8,22 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 )
 
-// Daemon keeps one worker connected to a relay server, reconnecting for as long as it runs.
+// Daemon keeps one worker connected to one or several relay servers, reconnecting to each for
+// as long as it runs. Its backend's request slots are shared by all of them.
 type Daemon struct {
-	cfg        Config
-	log        *slog.Logger
-	backend    *backend
-	connectURL string
+	cfg      Config
+	log      *slog.Logger
+	backend  *backend
+	slots    *slots
+	relays   []string                   // connect URLs, one session each
+	sessions atomic.Pointer[[]*session] // the live sessions, read when the load changes
+	sessMu   sync.Mutex                 // serializes changes to sessions (copy on write)
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed by Shutdown
@@ -35,15 +40,18 @@ func New(cfg Config) (*Daemon, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
 	}
-	u, _ := ConnectURL(cfg.ProxyURL, cfg.Provider) // validated above
-	return &Daemon{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		backend:    newBackend(cfg.BackendURL, cfg.HTTPClient, cfg.DialTimeout, cfg.MaxConcurrency, cfg.MaxFrameBytes, cfg.Logger),
-		connectURL: u,
-		stopping:   make(chan struct{}),
-		done:       make(chan struct{}),
-	}, nil
+	relays, _ := connectURLs(cfg.ProxyURL, cfg.Provider) // validated above
+	d := &Daemon{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		backend:  newBackend(cfg.BackendURL, cfg.HTTPClient, cfg.DialTimeout, cfg.MaxConcurrency, cfg.MaxFrameBytes, cfg.Logger),
+		slots:    newSlots(cfg.MaxConcurrency),
+		relays:   relays,
+		stopping: make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	d.sessions.Store(&[]*session{})
+	return d, nil
 }
 
 // Run connects, serves and reconnects until ctx is done (in-flight requests are aborted) or
@@ -63,26 +71,40 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// should leave nothing behind.
 	defer d.backend.closeIdle()
 
+	var wg sync.WaitGroup
+	for _, u := range d.relays {
+		log := d.log
+		if len(d.relays) > 1 {
+			log = log.With("relay", redact(u))
+		}
+		wg.Go(func() { d.attach(ctx, u, log) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// attach keeps a session with one relay until ctx is done or the daemon has drained.
+func (d *Daemon) attach(ctx context.Context, connectURL string, log *slog.Logger) {
 	bo := newBackoff(d.cfg)
 	for attempt := 1; ; attempt++ {
 		if d.isStopping() || ctx.Err() != nil {
-			return nil
+			return
 		}
 		start := time.Now()
-		end := d.connect(ctx)
+		end := d.connect(ctx, connectURL, log)
 		if end.drained {
-			d.log.Info("drained, disconnected from server")
-			return nil
+			log.Info("drained, disconnected from server")
+			return
 		}
 		if d.isStopping() || ctx.Err() != nil {
-			return nil
+			return
 		}
 		wait := bo.next(end, time.Since(start))
 		level := slog.LevelWarn
 		if end.graceful { // a restarting server; expected
 			level = slog.LevelInfo
 		}
-		d.log.Log(ctx, level, "disconnected from server, reconnecting", "error", end.err,
+		log.Log(ctx, level, "disconnected from server, reconnecting", "error", end.err,
 			"attempt", attempt, "delay", wait.Round(time.Millisecond))
 		t := time.NewTimer(wait)
 		select {
@@ -125,7 +147,7 @@ func (d *Daemon) isStopping() bool {
 }
 
 // connect resolves the model list, dials and serves one session.
-func (d *Daemon) connect(ctx context.Context) sessionEnd {
+func (d *Daemon) connect(ctx context.Context, connectURL string, log *slog.Logger) sessionEnd {
 	// Discovery and dialing give up as soon as Shutdown starts: there is nothing to drain.
 	dctx, dcancel := context.WithCancel(ctx)
 	defer dcancel()
@@ -136,37 +158,70 @@ func (d *Daemon) connect(ctx context.Context) sessionEnd {
 		case <-dctx.Done():
 		}
 	}()
-	models := d.resolveModels(dctx)
-	conn, err := d.dial(dctx)
+	models := d.resolveModels(dctx, log)
+	conn, err := d.dial(dctx, connectURL)
 	if err != nil {
 		return sessionEnd{err: err}
 	}
-	d.log.Info("connected to server", "url", redact(d.connectURL), "models", models,
+	log.Info("connected to server", "url", redact(connectURL), "models", models,
 		"max_concurrency", d.cfg.MaxConcurrency)
 	s := &session{
-		cfg: d.cfg, log: d.log, backend: d.backend, conn: conn,
-		out: newOutbox(conn, d.cfg.WriteTimeout, d.cfg.MaxFrameBytes), flights: newFlights(d.cfg.MaxConcurrency),
-		stopping: d.stopping, models: models, refresh: d.resolveModels,
+		cfg: d.cfg, log: log, backend: d.backend, conn: conn,
+		out: newOutbox(conn, d.cfg.WriteTimeout, d.cfg.MaxFrameBytes), flights: newFlights(),
+		slots: d.slots, stopping: d.stopping, models: models,
+		refresh: func(ctx context.Context) []string { return d.resolveModels(ctx, log) },
+	}
+	if len(d.relays) > 1 {
+		s.slotWait, s.notify, s.stale = slotWait, d.loadChanged, make(chan struct{}, 1)
+		d.track(s, true)
+		defer d.track(s, false)
 	}
 	return s.run(ctx)
 }
 
-func (d *Daemon) dial(ctx context.Context) (*websocket.Conn, error) {
+// track adds s to the live sessions, or removes it.
+func (d *Daemon) track(s *session, live bool) {
+	d.sessMu.Lock()
+	defer d.sessMu.Unlock()
+	old := *d.sessions.Load()
+	next := make([]*session, 0, len(old)+1)
+	for _, o := range old {
+		if o != s {
+			next = append(next, o)
+		}
+	}
+	if live {
+		next = append(next, s)
+	}
+	d.sessions.Store(&next)
+}
+
+// loadChanged asks every session but from to report the daemon's new load: from's server
+// counts the requests it sent itself.
+func (d *Daemon) loadChanged(from *session) {
+	for _, s := range *d.sessions.Load() {
+		if s != from {
+			s.markStale()
+		}
+	}
+}
+
+func (d *Daemon) dial(ctx context.Context, connectURL string) (*websocket.Conn, error) {
 	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: d.cfg.DialTimeout}
 	header := http.Header{"X-Worker-Secret": []string{d.cfg.WorkerSecret}}
-	conn, resp, err := dialer.DialContext(ctx, d.connectURL, header)
+	conn, resp, err := dialer.DialContext(ctx, connectURL, header)
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("connect to %s: handshake answered %s", redact(d.connectURL), resp.Status)
+			return nil, fmt.Errorf("connect to %s: handshake answered %s", redact(connectURL), resp.Status)
 		}
-		return nil, fmt.Errorf("connect to %s: %w", redact(d.connectURL), err)
+		return nil, fmt.Errorf("connect to %s: %w", redact(connectURL), err)
 	}
 	return conn, nil
 }
 
 // resolveModels returns the configured models, or with "*" the backend's own list (falling
 // back to "*" itself, which the server routes every model to).
-func (d *Daemon) resolveModels(ctx context.Context) []string {
+func (d *Daemon) resolveModels(ctx context.Context, log *slog.Logger) []string {
 	if !hasWildcard(d.cfg.Models) {
 		return d.cfg.Models
 	}
@@ -174,7 +229,7 @@ func (d *Daemon) resolveModels(ctx context.Context) []string {
 	defer cancel()
 	ids, err := d.backend.models(ctx)
 	if err != nil {
-		d.log.Warn("model discovery failed, registering the wildcard", "error", err)
+		log.Warn("model discovery failed, registering the wildcard", "error", err)
 		return d.cfg.Models
 	}
 	return ids

@@ -10,25 +10,24 @@ type admission int
 
 const (
 	admitted admission = iota
-	refusedBusy
 	refusedDraining
 	refusedDuplicate
 )
 
-// flights is the table of requests in flight on one session. A request holds a slot from
+// flights is the table of requests in flight on one session. A request is in the table from
 // admission until its outcome is known, and counts as pending until its last frame is queued,
-// so a drain never closes the socket under an unsent response_complete.
+// so a drain never closes the socket under an unsent response_complete. (The slots that bound
+// how many run at once are the daemon's, shared by its sessions: see slots.)
 type flights struct {
 	mu       sync.Mutex
-	limit    int
-	slots    map[string]context.CancelCauseFunc
+	cancels  map[string]context.CancelCauseFunc
 	pending  int
 	draining bool
 	idle     chan struct{} // made when draining starts, closed once pending reaches zero
 }
 
-func newFlights(limit int) *flights {
-	return &flights{limit: limit, slots: map[string]context.CancelCauseFunc{}}
+func newFlights() *flights {
+	return &flights{cancels: map[string]context.CancelCauseFunc{}}
 }
 
 func (f *flights) admit(id string, cancel context.CancelCauseFunc) admission {
@@ -37,12 +36,10 @@ func (f *flights) admit(id string, cancel context.CancelCauseFunc) admission {
 	switch {
 	case f.draining:
 		return refusedDraining
-	case f.slots[id] != nil:
+	case f.cancels[id] != nil:
 		return refusedDuplicate
-	case len(f.slots) >= f.limit:
-		return refusedBusy
 	}
-	f.slots[id] = cancel
+	f.cancels[id] = cancel
 	f.pending++
 	return admitted
 }
@@ -50,7 +47,7 @@ func (f *flights) admit(id string, cancel context.CancelCauseFunc) admission {
 // cancel aborts one request; false if it is not (or no longer) in flight.
 func (f *flights) cancel(id string, cause error) bool {
 	f.mu.Lock()
-	c := f.slots[id]
+	c := f.cancels[id]
 	f.mu.Unlock()
 	if c == nil {
 		return false
@@ -59,11 +56,10 @@ func (f *flights) cancel(id string, cause error) bool {
 	return true
 }
 
-// release frees the request's slot. It comes before the response_complete is queued: the
-// server may hand out the next request the moment it reads that frame.
+// release takes the request out of the table once its outcome is known.
 func (f *flights) release(id string) {
 	f.mu.Lock()
-	delete(f.slots, id)
+	delete(f.cancels, id)
 	f.mu.Unlock()
 }
 
@@ -76,13 +72,6 @@ func (f *flights) done() {
 		close(f.idle)
 		f.idle = nil
 	}
-}
-
-// load is the number of slots taken, as reported in pong and models_update.
-func (f *flights) load() uint32 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return uint32(len(f.slots))
 }
 
 // drain refuses new requests from now on and returns a channel closed once none is pending.
@@ -99,4 +88,18 @@ func (f *flights) drain() <-chan struct{} {
 		f.idle = make(chan struct{})
 	}
 	return f.idle
+}
+
+// isDraining reports whether drain has been called.
+func (f *flights) isDraining() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.draining
+}
+
+// count is the number of requests in the table.
+func (f *flights) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.cancels)
 }

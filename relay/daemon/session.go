@@ -25,7 +25,12 @@ type sessionEnd struct {
 	err      error
 }
 
-// session is one WebSocket connection to the server, from register to close.
+// loadReportGap spaces the load reports a session sends when other sessions take and free
+// slots: under load that happens on every request, and a report per change would cost the
+// server more than the precision is worth (a request that still finds no slot waits for one).
+const loadReportGap = 10 * time.Millisecond
+
+// session is one WebSocket connection to a server, from register to close.
 type session struct {
 	cfg      Config
 	log      *slog.Logger
@@ -33,10 +38,18 @@ type session struct {
 	conn     *websocket.Conn
 	out      *outbox
 	flights  *flights
+	slots    *slots          // the daemon's, shared with its other sessions
+	slotWait time.Duration   // how long a request may wait for a slot (0 = refuse at once)
 	stopping <-chan struct{} // closed by Daemon.Shutdown
-	models   []string        // what we register with
 	refresh  func(context.Context) []string
-	wg       sync.WaitGroup
+	// notify tells the daemon this session took or freed a slot, so the other sessions report
+	// the new load to their servers (nil with one relay).
+	notify func(*session)
+	stale  chan struct{} // signalled when another session changed the load
+	wg     sync.WaitGroup
+
+	advMu  sync.Mutex // orders reading models with queueing the frame that carries them
+	models []string   // what the server was last told we serve
 }
 
 // run serves the connection until it ends and every goroutine it started has returned.
@@ -50,11 +63,15 @@ func (s *session) run(ctx context.Context) sessionEnd {
 	})
 	s.wg.Go(func() { s.watchShutdown(sctx) })
 
+	// Urgent, like every frame that carries the models: none may overtake it.
 	register := protocol.Register{WorkerName: s.cfg.WorkerName, Models: s.models,
 		MaxConcurrent: uint32(s.cfg.MaxConcurrency), ProtocolVersion: protocol.Ptr(protocol.Version),
-		CurrentLoad: protocol.Ptr(uint32(0))}
-	if err := s.out.send(sctx, register); err != nil {
+		CurrentLoad: protocol.Ptr(s.slots.load())}
+	if err := s.out.sendUrgent(sctx, register); err != nil {
 		cancel(fmt.Errorf("queue register: %w", err))
+	}
+	if s.notify != nil {
+		s.wg.Go(func() { s.reportLoad(sctx) })
 	}
 	readErr := s.read(sctx)
 	cancel(readErr)
@@ -131,7 +148,7 @@ func (s *session) handle(ctx context.Context, msg protocol.Message) {
 			s.log.Debug("cancel for a request not in flight", "request_id", m.RequestID)
 		}
 	case protocol.Ping:
-		pong := protocol.Pong{CurrentLoad: s.flights.load(), TimestampUnixMs: m.TimestampUnixMs}
+		pong := protocol.Pong{CurrentLoad: s.slots.load(), TimestampUnixMs: m.TimestampUnixMs}
 		if err := s.out.sendUrgent(ctx, pong); err != nil {
 			s.log.Debug("pong not sent", "error", err)
 		}
@@ -154,9 +171,57 @@ func (s *session) answerRefresh(ctx context.Context) {
 	default:
 		models = s.refresh(ctx)
 	}
-	upd := protocol.ModelsUpdate{Models: models, CurrentLoad: s.flights.load()}
-	if err := s.out.sendUrgent(ctx, upd); err != nil {
+	if err := s.advertise(ctx, models); err != nil {
 		s.log.Debug("models_update not sent", "error", err)
+	}
+}
+
+// advertise queues a models_update with the daemon's load and models, or the models last
+// advertised when models is nil.
+func (s *session) advertise(ctx context.Context, models []string) error {
+	s.advMu.Lock()
+	defer s.advMu.Unlock()
+	if models != nil {
+		s.models = models
+	}
+	return s.out.sendUrgent(ctx, protocol.ModelsUpdate{Models: s.models, CurrentLoad: s.slots.load()})
+}
+
+// loadChanged is called after this session took or freed a slot.
+func (s *session) loadChanged() {
+	if s.notify != nil {
+		s.notify(s)
+	}
+}
+
+// markStale asks reportLoad to tell the server the load changed; it never blocks.
+func (s *session) markStale() {
+	select {
+	case s.stale <- struct{}{}:
+	default:
+	}
+}
+
+// reportLoad tells the server the daemon's load when other sessions changed it (the server
+// counts the requests it sent itself), at most once per loadReportGap. A session the server
+// asked to drain stays quiet: a models_update would advertise its models again.
+func (s *session) reportLoad(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stale:
+		}
+		if !s.flights.isDraining() {
+			if err := s.advertise(ctx, nil); err != nil {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(loadReportGap):
+		}
 	}
 }
 
@@ -169,11 +234,10 @@ func (s *session) watchShutdown(ctx context.Context) {
 	case <-s.stopping:
 	}
 	idle := s.flights.drain()
-	upd := protocol.ModelsUpdate{Models: []string{}, CurrentLoad: s.flights.load()}
-	if err := s.out.sendUrgent(ctx, upd); err != nil {
+	if err := s.advertise(ctx, []string{}); err != nil {
 		return
 	}
-	s.log.Info("draining: waiting for in-flight requests", "in_flight", upd.CurrentLoad)
+	s.log.Info("draining: waiting for in-flight requests", "in_flight", s.flights.count())
 	select {
 	case <-ctx.Done():
 		return
