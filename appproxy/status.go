@@ -4,13 +4,16 @@ import "modelrelay/protocol"
 
 // Status is the worker's part of /health.
 type Status struct {
-	Authority       string `json:"authority"`
-	Node            string `json:"node"` // this replica: node_id when set, else the hostname
-	WorkerID        string `json:"worker_id"`
-	Registered      bool   `json:"registered"`
-	EventsConnected bool   `json:"events_connected"`
-	Circuits        int    `json:"circuits"`
-	LastHeartbeatOK bool   `json:"last_heartbeat_ok"`
+	Authority  string `json:"authority"`
+	Node       string `json:"node"` // this replica: node_id when set, else the hostname
+	WorkerID   string `json:"worker_id"`
+	Registered bool   `json:"registered"`
+	// Nodes is the authority's node count as the coordinator last answered (registration or
+	// heartbeat): every node's registration adds one, a deregistration takes one off.
+	Nodes           int  `json:"nodes"`
+	EventsConnected bool `json:"events_connected"`
+	Circuits        int  `json:"circuits"`
+	LastHeartbeatOK bool `json:"last_heartbeat_ok"`
 }
 
 // Status is safe to call from any goroutine.
@@ -21,6 +24,7 @@ func (w *Worker) Status() Status {
 		Node:            w.node,
 		WorkerID:        w.workerID,
 		Registered:      w.registered,
+		Nodes:           w.nodes,
 		LastHeartbeatOK: w.lastHeartbeatOK,
 	}
 	w.mu.Unlock()

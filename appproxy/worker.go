@@ -63,6 +63,7 @@ type Worker struct {
 	workerID        string
 	registered      bool
 	lastHeartbeatOK bool
+	nodes           int // the authority's node count in the coordinator's last answer
 
 	firstPull sync.Once
 
@@ -271,9 +272,9 @@ func (w *Worker) startHeartbeat(ctx context.Context) {
 		return
 	}
 	w.rest(ctx, "heartbeat", func() restResult {
-		_, err := w.cfg.Coordinator.Heartbeat(ctx, id)
+		rec, err := w.cfg.Coordinator.Heartbeat(ctx, id)
 		w.cfg.Metrics.call("heartbeat", err)
-		return restResult{workerID: id, err: err}
+		return restResult{workerID: id, nodes: rec.Nodes, err: err}
 	})
 }
 
@@ -291,7 +292,7 @@ func (w *Worker) finish(ctx context.Context, r restResult, register *time.Timer,
 			bo.Reset()
 			w.everRegistered = true
 			w.mu.Lock()
-			w.workerID, w.registered, w.lastHeartbeatOK = r.workerID, true, true
+			w.workerID, w.registered, w.lastHeartbeatOK, w.nodes = r.workerID, true, true, r.nodes
 			w.mu.Unlock()
 			w.log.Info("appproxy registered with coordinator", "worker_id", r.workerID, "nodes", r.nodes)
 			w.beatAfterPull = true
@@ -332,6 +333,9 @@ func (w *Worker) finish(ctx context.Context, r restResult, register *time.Timer,
 				w.log.Info("appproxy heartbeat recovered", "worker_id", r.workerID)
 			}
 			w.setHeartbeatOK(true)
+			w.mu.Lock()
+			w.nodes = r.nodes
+			w.mu.Unlock()
 		case errors.Is(r.err, ErrNotFound):
 			w.forgotten(register, "heartbeat")
 		default:

@@ -74,7 +74,7 @@ func (s *Server) handleAdminStats(w http.ResponseWriter, _ *http.Request) {
 			}
 		}
 	})
-	writeJSON(w, http.StatusOK, map[string]any{
+	body := map[string]any{
 		"queue_depth":    depth,
 		"active_workers": workers,
 		"upstreams":      upstreams,
@@ -82,7 +82,9 @@ func (s *Server) handleAdminStats(w http.ResponseWriter, _ *http.Request) {
 		"draining":       s.draining.Load(),
 		"uptime_secs":    time.Since(s.started).Seconds(),
 		"pools":          s.poolStatuses(),
-	})
+	}
+	s.addExtras(body)
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) session(w http.ResponseWriter, r *http.Request) *workerSession {

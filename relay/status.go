@@ -105,7 +105,8 @@ type healthWorker struct {
 	Suspect       bool     `json:"suspect"`
 }
 
-// SetHealthExtra adds a named object to /health (AppProxy mode reports its coordinator state).
+// SetHealthExtra adds a named object to /health and /admin/stats (AppProxy mode reports its
+// coordinator state).
 func (s *Server) SetHealthExtra(key string, value func() any) {
 	s.extraMu.Lock()
 	defer s.extraMu.Unlock()
@@ -154,12 +155,17 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		"workers":           workers,
 		"pools":             s.poolStatuses(),
 	}
+	s.addExtras(body)
+	writeJSON(w, http.StatusOK, body)
+}
+
+// addExtras puts the objects given to SetHealthExtra into a /health or /admin/stats body.
+func (s *Server) addExtras(body map[string]any) {
 	s.extraMu.Lock()
+	defer s.extraMu.Unlock()
 	for _, e := range s.extras {
 		body[e.key] = e.value()
 	}
-	s.extraMu.Unlock()
-	writeJSON(w, http.StatusOK, body)
 }
 
 // compareWorkerIDs orders worker-<n> ids numerically (worker-2 before worker-10).

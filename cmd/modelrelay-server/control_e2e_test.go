@@ -544,10 +544,20 @@ func TestE2EHealthHasAppProxyObject(t *testing.T) {
 	eventually(t, 10*time.Second, "/health appproxy object", func() (bool, string) {
 		ap := e.health()
 		ok := ap["authority"] == e.authority && ap["registered"] == true && ap["events_connected"] == true &&
-			ap["circuits"] == float64(1) && ap["last_heartbeat_ok"] == true && uuid4.MatchString(asString(ap["worker_id"]))
+			ap["circuits"] == float64(1) && ap["last_heartbeat_ok"] == true && uuid4.MatchString(asString(ap["worker_id"])) &&
+			ap["nodes"] == float64(1) && asString(ap["node"]) != ""
 		b, _ := json.Marshal(ap)
 		return ok, string(b)
 	})
+	// /admin/stats carries the same object.
+	st, _, body := e.do("GET", "", "/admin/stats", bearer(e2eAdmin), nil)
+	var stats struct {
+		AppProxy map[string]any `json:"appproxy"`
+	}
+	if st != 200 || json.Unmarshal(body, &stats) != nil || stats.AppProxy["authority"] != e.authority ||
+		stats.AppProxy["nodes"] != float64(1) {
+		t.Fatalf("/admin/stats: %d %s", st, body)
+	}
 }
 
 func asString(v any) string {
