@@ -24,9 +24,10 @@ type Children struct {
 
 func NewChildren(dir string) *Children { return &Children{dir: dir} }
 
-// Start runs name with args, its stdout and stderr going to <dir>/<label>.log.
+// Start runs name with args, its stdout and stderr going to <dir>/<label>.log. A label used
+// again (a row restarted for the held-streams scenario) appends to the same log.
 func (c *Children) Start(label string, env []string, name string, args ...string) (*exec.Cmd, error) {
-	logFile, err := os.Create(filepath.Join(c.dir, label+".log"))
+	logFile, err := os.OpenFile(filepath.Join(c.dir, label+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("log file for %s: %w", label, err)
 	}

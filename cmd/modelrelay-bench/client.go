@@ -14,6 +14,8 @@ const (
 	completionRequest = `{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":false}`
 	streamRequest     = `{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":true}`
 	completionPath    = "/v1/chat/completions"
+	// holdRequest asks the fake upstream for an idle stream (holdMarker): head, one event, silence.
+	holdRequest = `{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":true,"bench_hold":true}`
 )
 
 // newTransport keeps up to conns connections per host alive: one per generator loop.

@@ -1,9 +1,13 @@
 // Command modelrelay-bench measures modelrelay against nginx, HAProxy and Caddy on one machine
 // in one run: a fake OpenAI upstream, non-streaming load (wrk, or a Go generator), 200
 // concurrent SSE streams, and each proxy's CPU and peak memory. It prints one Markdown table
-// with ratios against the direct path and the best plain proxy, and the issue's targets.
+// with ratios against the direct path and the best plain proxy, and the issue's targets; then
+// three more: CPU per streamed chunk, added latency at concurrency 1 (-latency-requests
+// sequential completions per row), and memory per held idle stream (-held streams at once
+// through nginx and each relay row).
 //
 //	go run ./cmd/modelrelay-bench [-duration 10s] [-only nginx,static] [-skip-install] [-pprof]
+//	                              [-held 10000] [-latency-requests 2000]
 //
 // `modelrelay-bench soak [-hold 10s]` measures what slow and oversized request bodies cost the
 // relay (its RSS and an ordinary request's latency while they are held).
@@ -35,6 +39,8 @@ type Options struct {
 	Conns, Streams   int
 	Rounds, Passes   int
 	Pprof            bool
+	Held             int    // idle streams held at once per row; 0 skips the scenario
+	LatencyRequests  int    // sequential requests per row at concurrency 1; 0 skips
 	pprofAddr        string // set when Pprof: where relay static serves net/http/pprof
 }
 
@@ -67,11 +73,16 @@ func parseOptions(args []string, stderr io.Writer) (Options, error) {
 	fs.IntVar(&o.Rounds, "rounds", 5, "waves of SSE streams per row")
 	fs.IntVar(&o.Passes, "passes", 3, "slices the -duration of each row is split into, taken in turns across rows")
 	fs.BoolVar(&o.Pprof, "pprof", false, "after the measurements, save CPU and heap profiles of relay static under one more non-streaming run")
+	fs.IntVar(&o.Held, "held", 10000, "idle SSE streams held at once through nginx and each relay row, for memory per stream (0 = skip)")
+	fs.IntVar(&o.LatencyRequests, "latency-requests", 2000, "sequential requests per row at concurrency 1, for added latency (0 = skip)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if o.Duration < time.Second || o.Duration > 10*time.Minute || o.Conns < 1 || o.Streams < 1 || o.Rounds < 1 || o.Passes < 1 {
 		return o, fmt.Errorf("-duration must be 1s..10m and -conns, -streams, -rounds, -passes at least 1")
+	}
+	if o.Held < 0 || o.LatencyRequests < 0 {
+		return o, fmt.Errorf("-held and -latency-requests must be 0 (skip) or more")
 	}
 	return o, nil
 }

@@ -26,7 +26,8 @@ type RowResult struct {
 	Load    LoadResult
 	CPU     time.Duration // proxy CPU during the measured non-streaming runs
 	SSE     SSEResult
-	RSS     int64 // peak resident memory after the SSE rounds, bytes
+	SSECPU  time.Duration // proxy CPU during the SSE rounds
+	RSS     int64         // peak resident memory after the SSE rounds, bytes
 
 	p50s, p99s []time.Duration // per pass; the table shows their medians
 }
@@ -37,6 +38,15 @@ func (r RowResult) CPUPer1k() time.Duration {
 		return 0
 	}
 	return time.Duration(float64(r.CPU) * 1000 / float64(r.Load.Requests))
+}
+
+// CPUPerChunk is proxy CPU during the SSE rounds per data event delivered: the whole cost of
+// streaming (accepting, the request, the head, every chunk) spread over the chunks.
+func (r RowResult) CPUPerChunk() time.Duration {
+	if r.SSE.Chunks == 0 {
+		return 0
+	}
+	return r.SSECPU / time.Duration(r.SSE.Chunks)
 }
 
 func (l Load) nonStreaming(ctx context.Context, tmp string, t Target, d time.Duration) (LoadResult, error) {
@@ -76,7 +86,9 @@ func measureAll(ctx context.Context, tmp string, l Load, rows []RowResult, logf 
 	for round := range l.Rounds {
 		logf("SSE round %d/%d (%d streams per row)", round+1, l.Rounds, l.Streams)
 		for r := range live {
+			cpu0 := CPUTime(r.Target.PIDs)
 			r.SSE.add(runSSE(ctx, r.Target.Addr, r.Target.Host, l.Streams))
+			r.SSECPU += CPUTime(r.Target.PIDs) - cpu0
 		}
 	}
 	for r := range live {

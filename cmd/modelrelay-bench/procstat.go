@@ -82,6 +82,18 @@ func PeakRSS(roots []int) int64 {
 	return total
 }
 
+// CurrentRSS sums VmRSS (resident memory now, not the high-water mark) over the trees of
+// roots: the held-streams scenario compares two moments of one process, after earlier peaks.
+func CurrentRSS(roots []int) int64 {
+	var total int64
+	for _, root := range roots {
+		for _, pid := range processTree(root) {
+			total += currentRSS(pid)
+		}
+	}
+	return total
+}
+
 func vmHWM(pid int) int64 {
 	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {

@@ -44,11 +44,17 @@ var publicProxies = []proxySpec{
 
 // startProxy installs (if needed), configures and starts one public proxy.
 func (b *Bench) startProxy(spec proxySpec) (Target, error) {
+	return b.startProxyAs(spec, spec.binary, nil)
+}
+
+// startProxyAs starts spec under label (its temp dir and log name); edit, when set, changes
+// the rendered config before the proxy reads it.
+func (b *Bench) startProxyAs(spec proxySpec, label string, edit func(config string) error) (Target, error) {
 	path, err := b.tools.Find(spec.binary, spec.pkg)
 	if err != nil {
 		return Target{}, err
 	}
-	dir := filepath.Join(b.tmp, spec.binary)
+	dir := filepath.Join(b.tmp, label)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Target{}, fmt.Errorf("temp dir for %s: %w", spec.row, err)
 	}
@@ -61,17 +67,22 @@ func (b *Bench) startProxy(spec proxySpec) (Target, error) {
 	if err != nil {
 		return Target{}, err
 	}
+	if edit != nil {
+		if err := edit(config); err != nil {
+			return Target{}, err
+		}
+	}
 	var env []string
 	if spec.env != nil {
 		env = spec.env(dir)
 	}
-	cmd, err := b.children.Start(spec.binary, env, path, spec.args(config)...)
+	cmd, err := b.children.Start(label, env, path, spec.args(config)...)
 	if err != nil {
 		return Target{}, err
 	}
 	if err := WaitHTTP(b.ctx, "http://"+listen+"/v1/models", "", 200, 15*time.Second); err != nil {
 		b.children.Stop(cmd)
-		return Target{}, fmt.Errorf("%s did not come up (see %s.log in %s): %w", spec.row, spec.binary, b.tmp, err)
+		return Target{}, fmt.Errorf("%s did not come up (see %s.log in %s): %w", spec.row, label, b.tmp, err)
 	}
 	return Target{Row: spec.row, Addr: listen, PIDs: []int{cmd.Process.Pid},
 		stop: func() { b.children.Stop(cmd) }}, nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -66,8 +67,9 @@ func (b *Bench) startRelayStatic(pprofAddr string) (Target, error) {
 }
 
 // startRelayWorker runs modelrelay-server with no backends and one modelrelay-worker dialing
-// in over WebSocket; the worker forwards to the fake model server. Both processes count.
-func (b *Bench) startRelayWorker() (Target, error) {
+// in over WebSocket; the worker forwards to the fake model server, up to slots requests at
+// once. Both processes count.
+func (b *Bench) startRelayWorker(slots int) (Target, error) {
 	listen, err := FreePort()
 	if err != nil {
 		return Target{}, err
@@ -80,7 +82,7 @@ func (b *Bench) startRelayWorker() (Target, error) {
 	}
 	worker, err := b.children.Start("relay-worker-daemon", []string{"LOG_LEVEL=warn"}, b.bins.worker,
 		"--proxy-url", "http://"+listen, "--worker-secret", secret, "--backend-url", "http://"+b.upstream,
-		"--models", benchModel, "--max-concurrency", "256", "--worker-name", "bench")
+		"--models", benchModel, "--max-concurrency", strconv.Itoa(slots), "--worker-name", "bench")
 	stop := func() { b.children.Stop(worker); b.children.Stop(server) }
 	if err != nil {
 		b.children.Stop(server)

@@ -10,7 +10,7 @@ import (
 
 // report prints the table, the targets and the machine, and writes the same to
 // <tmp>/bench-results.md.
-func report(stdout io.Writer, tmp string, rows []RowResult, notes []string, load Load) error {
+func report(stdout io.Writer, tmp string, rows []RowResult, notes []string, load Load, extras Extras) error {
 	s := summarize(rows)
 	var b strings.Builder
 	fmt.Fprintf(&b, "## modelrelay vs nginx / HAProxy / Caddy\n\n")
@@ -39,6 +39,7 @@ func report(stdout io.Writer, tmp string, rows []RowResult, notes []string, load
 	if len(notes) > 0 {
 		b.WriteString("\n")
 	}
+	b.WriteString(extras.Markdown(s, load))
 	fmt.Fprintf(&b, "\n### Targets (ratios within this run)\n\n%s", s.TargetsMarkdown())
 	out := b.String()
 	fmt.Fprint(stdout, out)

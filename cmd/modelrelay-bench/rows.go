@@ -20,8 +20,12 @@ var rowSpecs = []rowSpec{
 	{key: "caddy", row: "Caddy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[2]) }},
 	{key: "static", row: "relay static", start: func(b *Bench, o Options) (Target, error) { return b.startRelayStatic(o.pprofAddr) }},
 	{key: "circuit", row: "relay circuit", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayCircuit() }},
-	{key: "worker", row: "relay worker", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayWorker() }},
+	{key: "worker", row: "relay worker", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayWorker(workerSlots) }},
 }
+
+// workerSlots is the worker daemon's --max-concurrency in the main table: above the 64
+// connections and 200 streams it is driven with, so the daemon never queues.
+const workerSlots = 256
 
 // selectRows turns -only into the rows to run. The direct row always runs: every ratio is
 // taken against it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -52,11 +53,13 @@ func runBench(ctx context.Context, opts Options, rows []rowSpec, stdout, stderr 
 	}
 
 	results := b.startRows(rows, opts)
-	defer func() {
-		for _, r := range results {
-			r.Target.Stop()
+	stopRows := func() {
+		for i := range results {
+			results[i].Target.Stop()
+			results[i].Target.stop = nil
 		}
-	}()
+	}
+	defer stopRows()
 	measureAll(ctx, tmp, load, results, logf)
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -67,13 +70,29 @@ func runBench(ctx context.Context, opts Options, rows []rowSpec, stdout, stderr 
 				r.Load.Errors, r.SSE.Failed, r.SSE.Streams)
 		}
 	}
+	var extras Extras
+	if opts.LatencyRequests > 0 {
+		extras.Latency = measureLatency(ctx, results, opts.LatencyRequests, logf)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 	if opts.pprofAddr != "" {
 		b.profileStatic(results, opts.pprofAddr, load)
 	} else {
 		// The binaries are only worth keeping next to a profile; the rest of the dir is small.
 		defer os.RemoveAll(filepath.Join(tmp, "bin"))
 	}
-	return report(stdout, tmp, results, notes, load)
+	if opts.Held > 0 {
+		// The held scenario starts fresh copies of its rows; the main ones are done, and their
+		// memory and descriptors are better given back first.
+		stopRows()
+		extras.Held, extras.HeldNote = b.measureHeld(rows, opts.Held)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return report(stdout, tmp, results, notes, load, extras)
 }
 
 // startRows starts every row up front (idle proxies cost nothing) so measureAll can
@@ -138,19 +157,32 @@ func needsRelay(rows []rowSpec) bool {
 	return false
 }
 
-// startUpstream runs this same binary as the fake model server, in its own process.
+// startUpstream runs the fake model server every row of the main table forwards to.
 func (b *Bench) startUpstream() error {
+	addr, _, err := b.startFakeUpstream("upstream")
+	b.upstream = addr
+	return err
+}
+
+// startFakeUpstream runs this same binary as a fake model server, in its own process.
+func (b *Bench) startFakeUpstream(label string) (string, *exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("find own binary: %w", err)
+		return "", nil, fmt.Errorf("find own binary: %w", err)
 	}
-	if b.upstream, err = FreePort(); err != nil {
-		return err
+	addr, err := FreePort()
+	if err != nil {
+		return "", nil, err
 	}
-	if _, err := b.children.Start("upstream", nil, self, "upstream", "-listen", b.upstream); err != nil {
-		return err
+	cmd, err := b.children.Start(label, nil, self, "upstream", "-listen", addr)
+	if err != nil {
+		return "", nil, err
 	}
-	return WaitHTTP(b.ctx, "http://"+b.upstream+"/v1/models", "", 200, 10*time.Second)
+	if err := WaitHTTP(b.ctx, "http://"+addr+"/v1/models", "", 200, 10*time.Second); err != nil {
+		b.children.Stop(cmd)
+		return "", nil, err
+	}
+	return addr, cmd, nil
 }
 
 func oneLine(err error) string {

@@ -13,6 +13,7 @@ import (
 type SSEResult struct {
 	Streams int
 	Failed  int             // error, non-200, fewer than sseEvents events, or no [DONE]
+	Chunks  int64           // data events received on every stream, failed ones too ([DONE] not counted)
 	TTFB    []time.Duration // request sent -> first data event
 	Excess  []time.Duration // each inter-event gap minus the upstream's pacing
 }
@@ -26,6 +27,7 @@ var (
 func (r *SSEResult) add(o SSEResult) {
 	r.Streams += o.Streams
 	r.Failed += o.Failed
+	r.Chunks += o.Chunks
 	r.TTFB = append(r.TTFB, o.TTFB...)
 	r.Excess = append(r.Excess, o.Excess...)
 }
@@ -46,6 +48,7 @@ func runSSE(ctx context.Context, addr, host string, streams int) SSEResult {
 			mu.Lock()
 			defer mu.Unlock()
 			res.Streams++
+			res.Chunks += int64(one.chunks)
 			if !one.ok {
 				res.Failed++
 				return
@@ -60,6 +63,7 @@ func runSSE(ctx context.Context, addr, host string, streams int) SSEResult {
 
 type streamResult struct {
 	ok     bool
+	chunks int // data events received, whether or not the stream then failed
 	ttfb   time.Duration
 	excess []time.Duration
 }
@@ -97,9 +101,9 @@ func readStream(ctx context.Context, client *http.Client, addr, host string) str
 		}
 	}
 	if !done || len(arrivals) < sseEvents {
-		return streamResult{}
+		return streamResult{chunks: len(arrivals)}
 	}
-	out := streamResult{ok: true, ttfb: arrivals[0].Sub(start)}
+	out := streamResult{ok: true, chunks: len(arrivals), ttfb: arrivals[0].Sub(start)}
 	for i := 1; i < len(arrivals); i++ {
 		out.excess = append(out.excess, arrivals[i].Sub(arrivals[i-1])-ssePacing)
 	}

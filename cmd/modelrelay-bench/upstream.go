@@ -46,13 +46,7 @@ func runUpstream(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(modelsBody)
-	})
-	mux.HandleFunc("POST /v1/chat/completions", serveCompletion)
-	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: *listen, Handler: upstreamHandler(), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, func() { srv.Close() })
@@ -60,6 +54,17 @@ func runUpstream(args []string) error {
 		return fmt.Errorf("fake upstream: %w", err)
 	}
 	return nil
+}
+
+// upstreamHandler answers the two routes the proxies are driven through.
+func upstreamHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(modelsBody)
+	})
+	mux.HandleFunc("POST /v1/chat/completions", serveCompletion)
+	return mux
 }
 
 func serveCompletion(w http.ResponseWriter, r *http.Request) {
@@ -71,6 +76,10 @@ func serveCompletion(w http.ResponseWriter, r *http.Request) {
 	if !bytes.Contains(body, []byte(`"stream":true`)) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(completionBody)
+		return
+	}
+	if bytes.Contains(body, holdMarker) {
+		serveHeld(w, r)
 		return
 	}
 	serveStream(w, r)
@@ -116,6 +125,32 @@ func serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Write([]byte("data: [DONE]\n\n"))
 	flusher.Flush()
+}
+
+// holdMarker in a streamed request asks for an idle stream (see holdRequest). It is a body
+// member rather than a header because every proxy under test passes the body on byte for byte,
+// while the worker path carries only some headers.
+var holdMarker = []byte(`"bench_hold":true`)
+
+// heldCap bounds a held stream whose client vanished without the connection closing.
+const heldCap = 10 * time.Minute
+
+// serveHeld sends the head and one event, then nothing until the client goes away: a stream
+// that is open but idle (a model thinking, a slow reader), which costs a proxy memory only.
+// The one event lets the client see that the stream reaches it through the proxy.
+func serveHeld(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	w.Write(sseEvent(0))
+	flusher.Flush()
+	timer := time.NewTimer(heldCap)
+	defer timer.Stop()
+	select {
+	case <-r.Context().Done():
+	case <-timer.C:
+	}
 }
 
 // upstreamMain is the entry point when the binary is started as the fake upstream.
