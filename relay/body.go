@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"github.com/valyala/fastjson"
 )
 
 // inferenceFields are the only parts of a body the relay reads; the body itself travels on
@@ -73,37 +75,63 @@ func badRequest(msg string) *relayError {
 }
 
 // parseInference validates a client body: a JSON object with a string model and an optional
-// boolean stream, in valid UTF-8.
+// boolean stream, in valid UTF-8. It reads the body once to validate it (fastjson's strict
+// validator, no allocations) and once to find the top-level members; only the few values it
+// needs are decoded. Member names match as encoding/json matches struct fields:
+// case-insensitively, the last occurrence winning. (FuzzParseInference checks the result
+// against json.Unmarshal's on every input.)
 func parseInference(body []byte) (inferenceFields, error) {
 	if !utf8.Valid(body) {
 		return inferenceFields{}, badRequest("request body is not valid UTF-8")
 	}
-	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] != '{' && json.Valid(trimmed) {
-		return inferenceFields{}, badRequest("request body must be a JSON object")
-	}
-	var raw struct {
-		Model   json.RawMessage `json:"model"`
-		Stream  json.RawMessage `json:"stream"`
-		Options json.RawMessage `json:"x_pool_options"`
-	}
-	if err := json.Unmarshal(body, &raw); err != nil {
+	if fastjson.ValidateBytes(body) != nil {
 		return inferenceFields{}, badRequest("request body is not valid JSON")
 	}
+	var model, stream, options []byte
+	err := walkObject(body, func(key []byte, _, value, end int) {
+		switch {
+		case keyIs(key, "model"):
+			model = body[value:end]
+		case keyIs(key, "stream"):
+			stream = body[value:end]
+		case keyIs(key, "x_pool_options"):
+			options = body[value:end]
+		}
+	})
+	if err != nil {
+		return inferenceFields{}, badRequest("request body must be a JSON object")
+	}
 	var f inferenceFields
-	if len(raw.Model) == 0 || json.Unmarshal(raw.Model, &f.Model) != nil || f.Model == "" {
+	if f.Model = jsonString(model); f.Model == "" {
 		return inferenceFields{}, badRequest("model is required")
 	}
-	if given(raw.Stream) {
-		if json.Unmarshal(raw.Stream, &f.Stream) != nil {
-			return inferenceFields{}, badRequest("stream must be a boolean")
-		}
+	switch string(stream) {
+	case "", "null", "false":
+	case "true":
+		f.Stream = true
+	default:
+		return inferenceFields{}, badRequest("stream must be a boolean")
 	}
-	if len(raw.Options) > 0 {
-		o, err := parsePoolOptions(raw.Options)
+	if len(options) > 0 {
+		o, err := parsePoolOptions(options)
 		if err != nil {
 			return inferenceFields{}, err
 		}
 		f.options = o
 	}
 	return f, nil
+}
+
+// jsonString decodes a valid JSON value that should be a string; "" for anything else. A
+// string without escapes (every model name in practice) is one copy.
+func jsonString(raw []byte) string {
+	if len(raw) < 2 || raw[0] != '"' {
+		return ""
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
+	"unicode/utf8"
 )
 
 // This file edits the top level of a JSON object without decoding the rest: a fallback sends
@@ -22,50 +24,93 @@ type objMember struct {
 // objectMembers lists the top-level members of a JSON object, in order. It trusts nothing: on
 // anything that is not an object it returns errNotObject, never panics.
 func objectMembers(b []byte) ([]objMember, error) {
+	var out []objMember
+	var bad error
+	err := walkObject(b, func(rawKey []byte, start, _, end int) {
+		key, err := unquoteKey(rawKey)
+		if err != nil {
+			bad = err
+		}
+		out = append(out, objMember{key: key, start: start, end: end})
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// walkObject calls visit for each top-level member of the JSON object b, in order, with the
+// member's key as written (quotes and escapes included) and the offsets of the key's opening
+// quote, the value and the end of the value. It allocates nothing; on anything that is not an
+// object it returns errNotObject, never panics.
+func walkObject(b []byte, visit func(rawKey []byte, start, value, end int)) error {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil, errNotObject
+		return errNotObject
 	}
 	i = skipSpace(b, i+1)
-	var out []objMember
 	if i < len(b) && b[i] == '}' {
-		return out, nil
+		return nil
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return nil, errNotObject
+			return errNotObject
 		}
 		start := i
 		keyEnd, err := skipString(b, i)
 		if err != nil {
-			return nil, err
-		}
-		key, err := unquoteKey(b[i:keyEnd])
-		if err != nil {
-			return nil, err
+			return err
 		}
 		i = skipSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
-			return nil, errNotObject
+			return errNotObject
 		}
-		valEnd, err := skipValue(b, skipSpace(b, i+1))
+		value := skipSpace(b, i+1)
+		valEnd, err := skipValue(b, value)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, objMember{key: key, start: start, end: valEnd})
+		visit(b[start:keyEnd], start, value, valEnd)
 		i = skipSpace(b, valEnd)
 		if i >= len(b) {
-			return nil, errNotObject
+			return errNotObject
 		}
 		switch b[i] {
 		case ',':
 			i = skipSpace(b, i+1)
 		case '}':
-			return out, nil
+			return nil
 		default:
-			return nil, errNotObject
+			return errNotObject
 		}
 	}
+}
+
+// keyIs reports whether a key as written (quoted) names field, as encoding/json matches a
+// struct field: case-insensitively, after unescaping.
+func keyIs(rawKey []byte, field string) bool {
+	if bytes.IndexByte(rawKey, '\\') < 0 {
+		inner := rawKey[1 : len(rawKey)-1]
+		// Unicode folding can match keys of other lengths ("ſtream"); ASCII cannot.
+		if len(inner) != len(field) && !hasNonASCII(inner) {
+			return false
+		}
+		return strings.EqualFold(string(inner), field)
+	}
+	key, err := unquoteKey(rawKey)
+	return err == nil && strings.EqualFold(key, field)
+}
+
+func hasNonASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
 }
 
 // rewriteObject returns the object without its top-level members named in drop and, when
