@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"modelrelay/protocol"
+	"modelrelay/relay/h1"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,31 +22,38 @@ const (
 	probeTimeout     = time.Second
 )
 
-// upstreamClient is the one HTTP client every upstream shares, so connections are pooled per
-// host and reused across requests.
+// upstreamClient holds the clients every upstream shares, so connections are pooled per host
+// and reused across requests: relay/h1 on the request path (a client made for this job,
+// measured against net/http's in the README), net/http for model discovery.
 type upstreamClient struct {
+	h1        *h1.Client
 	transport *http.Transport
 	client    *http.Client
 }
 
 func newUpstreamClient() *upstreamClient {
 	t := &http.Transport{
-		Proxy:               nil, // a relay must not detour through the environment's proxy
-		DialContext:         (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-		// Bodies pass through as the upstream encoded them; the client asked for that encoding.
+		Proxy:              nil, // a relay must not detour through the environment's proxy
+		DialContext:        (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:       16,
+		IdleConnTimeout:    90 * time.Second,
 		DisableCompression: true,
 	}
-	return &upstreamClient{transport: t, client: &http.Client{
-		Transport: t,
-		// Redirects are the client's business, not ours.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	return &upstreamClient{
+		h1:        &h1.Client{DialTimeout: connectTimeout, IdleTimeout: 90 * time.Second, MaxIdlePerHost: 256},
+		transport: t,
+		client: &http.Client{
+			Transport: t,
+			// Redirects are the client's business, not ours.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
 }
 
-func (c *upstreamClient) close() { c.transport.CloseIdleConnections() }
+func (c *upstreamClient) close() {
+	c.h1.CloseIdle()
+	c.transport.CloseIdleConnections()
+}
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
@@ -94,11 +102,7 @@ func (u *upstream) drained() {}
 func (u *upstream) serve(ctx context.Context, req *Request, out *responder, release func(outcome)) error {
 	said := outcomeNone
 	defer func() { release(said) }()
-	hreq, err := u.request(ctx, req)
-	if err != nil {
-		return errUpstream("build request")
-	}
-	resp, err := u.srv.upstreams.client.Do(hreq)
+	resp, err := u.srv.upstreams.h1.Do(ctx, u.request(req))
 	if err != nil {
 		switch {
 		case req.stream != nil && req.stream.err() != nil:
@@ -110,7 +114,7 @@ func (u *upstream) serve(ctx context.Context, req *Request, out *responder, rele
 			return context.Cause(ctx)
 		case isDial(err):
 			// The backend never saw the request: another target may serve it. (A pooled
-			// connection found dead is retried by the transport itself, on a fresh dial.)
+			// connection found dead is retried by the client itself, on a fresh dial.)
 			said = outcomeRefused
 			return errTargetLost
 		}
@@ -146,35 +150,21 @@ func judge(status int, probing bool) outcome {
 }
 
 // request builds the upstream call: the upstream's base URL plus the client's path and query,
-// the client's end-to-end headers, and the body (rewindable, so the transport may retry it on a
-// fresh connection; a pass-through body is streamed as it arrives).
-func (u *upstream) request(ctx context.Context, req *Request) (*http.Request, error) {
-	method := req.Method
-	if method == "" {
-		method = http.MethodPost
-	}
-	var body io.Reader = bytes.NewReader(req.Body)
-	if req.stream != nil {
-		body = req.stream
-	}
-	hreq, err := http.NewRequestWithContext(ctx, method, "", body)
-	if err != nil {
-		return nil, err
-	}
+// the client's end-to-end headers, and the body: rewindable, so the client may send it again
+// on a fresh connection when a pooled one turns out dead before any answer; a pass-through
+// body is streamed as it arrives.
+func (u *upstream) request(req *Request) *h1.Request {
 	target := *u.base
 	path, query, _ := strings.Cut(req.Path, "?")
 	target.Path = u.base.Path + path
 	target.RawQuery = query
-	hreq.URL = &target
-	hreq.Header = req.Header
+	hreq := &h1.Request{Method: req.Method, URL: &target, Header: req.Header}
 	if req.stream != nil {
-		hreq.ContentLength = req.streamLength
-	} else if _, ok := req.Header["Idempotency-Key"]; !ok {
-		// Never sent (nil), but it lets the transport retry the call on a fresh connection
-		// when a pooled one turns out dead before any response byte: the backend never saw
-		// the request then, and the body is rewindable. (wireHeaders skips nil values, so a
-		// requeue to a relay worker carries no trace of it.)
-		req.Header["Idempotency-Key"] = nil
+		hreq.Body, hreq.ContentLength = req.stream, req.streamLength
+	} else if len(req.Body) > 0 {
+		hreq.Body, hreq.ContentLength, hreq.Replayable = bytes.NewReader(req.Body), int64(len(req.Body)), true
+	} else {
+		hreq.Replayable = true
 	}
 	if u.clientHost {
 		hreq.Host = req.Host
@@ -182,7 +172,7 @@ func (u *upstream) request(ctx context.Context, req *Request) (*http.Request, er
 	if u.apiKey != "" {
 		hreq.Header = u.credentials(req)
 	}
-	return hreq, nil
+	return hreq
 }
 
 // credentials are the request's headers with the backend's own key in place of whatever the

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/h1"
 )
 
 // readSize is the most one response_chunk carries.
@@ -23,7 +25,10 @@ var errServerCancel = errors.New("cancelled by the server")
 
 // backend is the local inference server the daemon forwards to.
 type backend struct {
-	base   string
+	base string
+	// h1 carries the requests (relay/h1: no goroutines per connection, header parsing
+	// without reflection); client only lists the models.
+	h1     *h1.Client
 	client *http.Client
 	log    *slog.Logger
 	// maxBody caps a non-streamed answer: it travels in one frame of at most the frame limit
@@ -31,18 +36,24 @@ type backend struct {
 	maxBody int64
 }
 
-func newBackend(base string, client *http.Client, dialTimeout time.Duration, maxConcurrency int, maxBody int64, log *slog.Logger) *backend {
-	if client == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
+// newBackend makes the clients for base. Both dial it directly: a model backend is local to
+// the worker, and an environment's HTTP proxy has no business in between.
+func newBackend(base string, dialTimeout time.Duration, maxConcurrency int, maxBody int64, log *slog.Logger) *backend {
+	t := &http.Transport{
 		// Asking for gzip would make net/http decompress transparently; asking for nothing
 		// keeps the bytes we relay exactly the bytes the backend sent.
-		t.DisableCompression = true
-		t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
-		// Keep a connection per request slot: fewer and every burst re-dials.
-		t.MaxIdleConnsPerHost = max(64, maxConcurrency)
-		client = &http.Client{Transport: t}
+		DisableCompression: true,
+		DialContext:        (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		IdleConnTimeout:    90 * time.Second,
 	}
-	return &backend{base: strings.TrimRight(base, "/"), client: client, log: log, maxBody: maxBody}
+	return &backend{
+		base: strings.TrimRight(base, "/"),
+		// Keep a connection per request slot: fewer and every burst re-dials.
+		h1:      &h1.Client{DialTimeout: dialTimeout, MaxIdlePerHost: max(64, maxConcurrency)},
+		client:  &http.Client{Transport: t},
+		log:     log,
+		maxBody: maxBody,
+	}
 }
 
 // fail turns a transport error into the 502 for one request. The operator's log gets the
@@ -56,7 +67,10 @@ func (b *backend) fail(ctx context.Context, req protocol.Request, what string, e
 	return backendFailure(what+": "+describe(err)).complete(req.RequestID, req.EndpointPath)
 }
 
-func (b *backend) closeIdle() { b.client.CloseIdleConnections() }
+func (b *backend) closeIdle() {
+	b.h1.CloseIdle()
+	b.client.CloseIdleConnections()
+}
 
 // emitFunc hands one streamed piece of the body to the session.
 type emitFunc func(chunk string) error
@@ -68,13 +82,14 @@ func (b *backend) forward(ctx context.Context, req protocol.Request, emit emitFu
 	if !strings.HasPrefix(req.EndpointPath, "/") {
 		return failPath.complete(req.RequestID, req.EndpointPath)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+req.EndpointPath,
-		strings.NewReader(req.Body))
+	target, err := url.Parse(b.base + req.EndpointPath)
 	if err != nil {
 		return failPath.complete(req.RequestID, req.EndpointPath)
 	}
-	hreq.Header = backendRequestHeaders(req.Headers)
-	resp, err := b.client.Do(hreq)
+	// Replayable: a pooled connection the backend closed while idle is found out before any
+	// answer, and the request goes again on a fresh one (as the relay does with upstreams).
+	resp, err := b.h1.Do(ctx, &h1.Request{URL: target, Header: backendRequestHeaders(req.Headers),
+		Body: strings.NewReader(req.Body), ContentLength: int64(len(req.Body)), Replayable: true})
 	if err != nil {
 		return b.fail(ctx, req, "backend request failed", err)
 	}
@@ -87,7 +102,7 @@ func (b *backend) forward(ctx context.Context, req protocol.Request, emit emitFu
 	return b.whole(ctx, req, resp)
 }
 
-func (b *backend) whole(ctx context.Context, req protocol.Request, resp *http.Response) protocol.ResponseComplete {
+func (b *backend) whole(ctx context.Context, req protocol.Request, resp *h1.Response) protocol.ResponseComplete {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, b.maxBody+1))
 	if err != nil {
 		return b.fail(ctx, req, "reading backend response", err)
@@ -102,7 +117,7 @@ func (b *backend) whole(ctx context.Context, req protocol.Request, resp *http.Re
 
 // stream sends one chunk per backend read, cut on rune boundaries, then a response_complete
 // with an empty body carrying the backend's status and headers.
-func (b *backend) stream(ctx context.Context, req protocol.Request, resp *http.Response, emit emitFunc) protocol.ResponseComplete {
+func (b *backend) stream(ctx context.Context, req protocol.Request, resp *h1.Response, emit emitFunc) protocol.ResponseComplete {
 	var cut runeCutter
 	buf := make([]byte, readSize)
 	for {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"modelrelay/protocol"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -26,8 +25,7 @@ type Config struct {
 	// one. It must not exceed the server's max_frame_bytes (both default to 64 MiB).
 	MaxFrameBytes int64
 
-	Logger     *slog.Logger // nil = slog.Default()
-	HTTPClient *http.Client // backend client; nil = one without transparent compression
+	Logger *slog.Logger // nil = slog.Default()
 
 	// Tuning knobs; the defaults are the protocol's and only tests change them.
 	IdleTimeout    time.Duration // reconnect after this long without a frame from the server (90 s)

@@ -44,7 +44,7 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		backend:  newBackend(cfg.BackendURL, cfg.HTTPClient, cfg.DialTimeout, cfg.MaxConcurrency, cfg.MaxFrameBytes, cfg.Logger),
+		backend:  newBackend(cfg.BackendURL, cfg.DialTimeout, cfg.MaxConcurrency, cfg.MaxFrameBytes, cfg.Logger),
 		slots:    newSlots(cfg.MaxConcurrency),
 		relays:   relays,
 		stopping: make(chan struct{}),
