@@ -55,7 +55,12 @@ func (c *upstreamClient) close() {
 	c.transport.CloseIdleConnections()
 }
 
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+// Copy buffers are pooled, and a stream's is small: a held stream keeps its buffer while it
+// waits for the next event, and events are small, while a whole answer moves in large reads.
+var (
+	copyBuffers   = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+	streamBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+)
 
 // upstream is an HTTP model server the relay calls directly: a static backend or a circuit
 // replica.
@@ -195,8 +200,12 @@ func (u *upstream) credentials(req *Request) http.Header {
 // copyBody relays the body read by read; streams flush after every read so each event
 // reaches the client before the next is produced.
 func (u *upstream) copyBody(ctx context.Context, body io.Reader, out *responder, streaming bool) error {
-	bp := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(bp)
+	pool := &copyBuffers
+	if streaming {
+		pool = &streamBuffers
+	}
+	bp := pool.Get().(*[]byte)
+	defer pool.Put(bp)
 	buf := *bp
 	for {
 		n, err := body.Read(buf)

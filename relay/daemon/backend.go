@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,8 +18,9 @@ import (
 	"modelrelay/relay/h1"
 )
 
-// readSize is the most one response_chunk carries.
-const readSize = 32 << 10
+// streamBuffers hold one backend read of a stream: the most one response_chunk carries. They
+// are pooled, and small: a held stream keeps its buffer while it waits for the next event.
+var streamBuffers = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
 
 // errServerCancel is the cause of a job's context when the server sent cancel.
 var errServerCancel = errors.New("cancelled by the server")
@@ -119,7 +121,9 @@ func (b *backend) whole(ctx context.Context, req protocol.Request, resp *h1.Resp
 // with an empty body carrying the backend's status and headers.
 func (b *backend) stream(ctx context.Context, req protocol.Request, resp *h1.Response, emit emitFunc) protocol.ResponseComplete {
 	var cut runeCutter
-	buf := make([]byte, readSize)
+	bp := streamBuffers.Get().(*[]byte)
+	defer streamBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
