@@ -72,23 +72,17 @@ func CPUTime(roots []int) time.Duration {
 }
 
 // PeakRSS sums VmHWM (the high-water mark of resident memory) over the trees of roots.
-func PeakRSS(roots []int) int64 {
-	var total int64
-	for _, root := range roots {
-		for _, pid := range processTree(root) {
-			total += vmHWM(pid)
-		}
-	}
-	return total
-}
+func PeakRSS(roots []int) int64 { return sumOverTrees(roots, vmHWM) }
 
 // CurrentRSS sums VmRSS (resident memory now, not the high-water mark) over the trees of
 // roots: the held-streams scenario compares two moments of one process, after earlier peaks.
-func CurrentRSS(roots []int) int64 {
+func CurrentRSS(roots []int) int64 { return sumOverTrees(roots, currentRSS) }
+
+func sumOverTrees(roots []int, of func(pid int) int64) int64 {
 	var total int64
 	for _, root := range roots {
 		for _, pid := range processTree(root) {
-			total += currentRSS(pid)
+			total += of(pid)
 		}
 	}
 	return total
