@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -15,7 +16,7 @@ type conn struct {
 	nc   net.Conn // what requests go over: the TCP connection, or TLS on it
 	raw  net.Conn // the TCP connection
 	br   *bufio.Reader
-	bw   *bufio.Writer
+	bw   *bufio.Writer // only while a request is written (startWrite to endWrite)
 	head headReader
 	key  poolKey
 	// reused is set when the connection comes out of the pool: only then may a request
@@ -28,6 +29,23 @@ type conn struct {
 	closed atomic.Bool
 	num    [20]byte // scratch for formatting numbers
 	probe  probe    // the liveness check when leaving the pool
+}
+
+// writers are the buffers requests are written through. A connection holds one only while it
+// writes a request: an idle connection, or one whose answer streams for minutes, holds none.
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+
+// startWrite gives cn a write buffer for one request.
+func (cn *conn) startWrite() {
+	cn.bw = writers.Get().(*bufio.Writer)
+	cn.bw.Reset(cn.nc)
+}
+
+// endWrite gives the write buffer back once the request is written, or failed to be.
+func (cn *conn) endWrite() {
+	cn.bw.Reset(nil)
+	writers.Put(cn.bw)
+	cn.bw = nil
 }
 
 // keepAlive is the TCP keep-alive period, as both callers configured net/http's dialer.
@@ -66,8 +84,7 @@ func (c *Client) dial(ctx context.Context, t *target) (*conn, error) {
 		raw.SetDeadline(time.Time{})
 		nc = tc
 	}
-	cn := &conn{nc: nc, raw: raw, key: t.key,
-		br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10)}
+	cn := &conn{nc: nc, raw: raw, key: t.key, br: bufio.NewReaderSize(nc, 4<<10)}
 	cn.head.br = cn.br
 	cn.abort = cn.expire
 	if sc, ok := raw.(syscall.Conn); ok {

@@ -54,13 +54,16 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, r *Request, t *target)
 	if ctx.Done() != nil {
 		x.stop = context.AfterFunc(ctx, cn.abort)
 	}
+	cn.startWrite()
 	if err := writeHead(cn, r, t); err != nil {
+		cn.endWrite()
 		x.release(false, true)
 		return nil, false, err
 	}
 	var werr error
 	if t.inline {
 		werr = writeInline(cn.bw, r.Body)
+		cn.endWrite()
 		// A failed write still leaves an answer to read: an upstream that refused the
 		// request early (and closed) may have said why.
 	} else {
