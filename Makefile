@@ -42,9 +42,12 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
-## lint: staticcheck (fetched at a pinned version through the Go module proxy).
+## lint: staticcheck, fetched through the Go module proxy at a pinned version that knows this
+## Go release. The proxy serves staticcheck by its module version (v0.8.2 is release 2026.2.2),
+## not by the year.release names of its changelog: `@2025.1.1` is refused.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint: vet
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+	$(GO) run $(STATICCHECK) ./...
 
 ## test: vet, gofmt, then every test (fuzz seed corpora included) under the race detector.
 test: deps vet

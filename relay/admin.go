@@ -12,28 +12,48 @@ import (
 )
 
 // adminRoutes mounts /admin/*: bearer admin_token, 403 when unset or wrong.
-func (s *Server) adminRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /admin/workers", s.admin(s.handleAdminWorkers))
-	mux.Handle("GET /admin/stats", s.admin(s.handleAdminStats))
-	mux.Handle("POST /admin/workers/{id}/drain", s.admin(s.handleAdminDrain))
-	mux.Handle("POST /admin/workers/{id}/refresh", s.admin(s.handleAdminRefresh))
-	mux.Handle("GET /admin/circuits", s.admin(s.handleAdminCircuits))
-	s.keyRoutes(mux)
+func (s *Server) adminRoutes(rt *routes) {
+	rt.handle("GET /admin/workers", s.admin(s.handleAdminWorkers), plainErrors)
+	rt.handle("GET /admin/stats", s.admin(s.handleAdminStats), plainErrors)
+	rt.handle("POST /admin/workers/{id}/drain", s.admin(s.handleAdminDrain), plainErrors)
+	rt.handle("POST /admin/workers/{id}/refresh", s.admin(s.handleAdminRefresh), plainErrors)
+	rt.handle("GET /admin/circuits", s.admin(s.handleAdminCircuits), plainErrors)
+	s.keyRoutes(rt)
 }
+
+// The admin API's refusals, all 403 as in the Rust server; the message tells an operator which
+// of the two settings to look at.
+const (
+	adminDisabled    = "admin API is disabled: no admin_token is configured"
+	adminTokenNeeded = "admin token required: send Authorization: Bearer <admin_token>"
+	adminTokenWrong  = "wrong admin token"
+)
 
 func (s *Server) admin(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if s.opts.AdminToken == "" || !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.opts.AdminToken)) != 1 {
-			if s.opts.AdminToken != "" && ok {
-				// A wrong token is a guess: its answer waits its turn (a correct one never does).
-				s.WrongCredential(r.Context(), "admin", peerIP(r, s.opts.TrustedProxies))
-			}
-			writeJSON(w, http.StatusForbidden, map[string]string{"error": "admin token required"})
+		if refusal := s.adminRefusal(r); refusal != "" {
+			plainErrors(w, http.StatusForbidden, refusal)
 			return
 		}
 		next(w, r)
 	})
+}
+
+// adminRefusal returns why r may not use the admin API, or "" when it may.
+func (s *Server) adminRefusal(r *http.Request) string {
+	if s.opts.AdminToken == "" {
+		return adminDisabled
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return adminTokenNeeded
+	}
+	if subtle.ConstantTimeCompare([]byte(token), []byte(s.opts.AdminToken)) != 1 {
+		// A wrong token is a guess: its answer waits its turn (a correct one never does).
+		s.WrongCredential(r.Context(), "admin", peerIP(r, s.opts.TrustedProxies))
+		return adminTokenWrong
+	}
+	return ""
 }
 
 type adminWorker struct {

@@ -25,20 +25,22 @@ func TestAdminForbiddenWithoutToken(t *testing.T) {
 	_, tsSet := startServer(t, relay.Options{Timings: quietTimings(), AdminToken: adminToken})
 	w := join(t, tsSet, reg("w", []string{"m"}, 1))
 	for _, c := range calls {
+		// Every refusal is 403, as in the Rust server; the message says which setting to check.
 		for _, tc := range []struct {
 			name  string
 			ts    *httptest.Server
 			token string
+			want  string
 		}{
-			{"unset/any token", tsUnset, "anything"},
-			{"unset/empty", tsUnset, ""},
-			{"set/missing", tsSet, ""},
-			{"set/wrong", tsSet, "nope"},
-			{"set/prefix", tsSet, adminToken[:2]},
+			{"unset/any token", tsUnset, "anything", "admin API is disabled: no admin_token is configured"},
+			{"unset/empty", tsUnset, "", "admin API is disabled: no admin_token is configured"},
+			{"set/missing", tsSet, "", "admin token required: send Authorization: Bearer <admin_token>"},
+			{"set/wrong", tsSet, "nope", "wrong admin token"},
+			{"set/prefix", tsSet, adminToken[:2], "wrong admin token"},
 		} {
-			status, _ := callJSON(t, tc.ts, c.method, c.path, tc.token, "")
-			if status != http.StatusForbidden {
-				t.Errorf("%s %s (%s): status %d, want 403", c.method, c.path, tc.name, status)
+			status, body := callJSON(t, tc.ts, c.method, c.path, tc.token, "")
+			if status != http.StatusForbidden || body["error"] != tc.want || len(body) != 1 {
+				t.Errorf("%s %s (%s): %d %v, want 403 {\"error\": %q}", c.method, c.path, tc.name, status, body, tc.want)
 			}
 		}
 	}

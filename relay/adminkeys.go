@@ -15,12 +15,12 @@ import (
 // shapes), with our limits as optional fields of the same objects, PATCH to change them, and
 // each key's usage.
 
-func (s *Server) keyRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /admin/keys", s.admin(s.handleListKeys))
-	mux.Handle("POST /admin/keys", s.admin(s.handleCreateKey))
-	mux.Handle("DELETE /admin/keys/{id}", s.admin(s.handleRevokeKey))
-	mux.Handle("PATCH /admin/keys/{id}", s.admin(s.handlePatchKey))
-	mux.Handle("GET /admin/keys/{id}/usage", s.admin(s.handleKeyUsage))
+func (s *Server) keyRoutes(rt *routes) {
+	rt.handle("GET /admin/keys", s.admin(s.handleListKeys), plainErrors)
+	rt.handle("POST /admin/keys", s.admin(s.handleCreateKey), plainErrors)
+	rt.handle("DELETE /admin/keys/{id}", s.admin(s.handleRevokeKey), plainErrors)
+	rt.handle("PATCH /admin/keys/{id}", s.admin(s.handlePatchKey), plainErrors)
+	rt.handle("GET /admin/keys/{id}/usage", s.admin(s.handleKeyUsage), plainErrors)
 }
 
 // keyView is a key as the admin API shows it: the Rust server's fields (times in Unix

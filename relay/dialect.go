@@ -16,7 +16,7 @@ const (
 
 func openAIErrorType(status int) string {
 	switch status {
-	case 400, 404, 413:
+	case 400, 404, 405, 413:
 		return "invalid_request_error"
 	case 403:
 		return "permission_error"
@@ -32,7 +32,7 @@ func openAIErrorType(status int) string {
 
 func anthropicErrorType(status int) string {
 	switch status {
-	case 400, 413:
+	case 400, 405, 413:
 		return "invalid_request_error"
 	case 403:
 		return "permission_error"

@@ -822,12 +822,11 @@ func TestPrefixPlacesANewSession(t *testing.T) {
 		Scheduling: relay.Scheduling{CacheAware: true}})
 	c := newConversation("epsilon", 1500)
 	for turn := 1; turn <= 5; turn++ {
-		var got string
 		if turn < 3 {
-			got = c.turn(t, ts, 300, false)
+			c.turn(t, ts, 300, false)
 		} else {
 			c.messages = append(c.messages, msg("user", prose(fmt.Sprint("epsilon turn ", turn), 300)))
-			got = ask(t, ts, fmt.Sprint("turn ", turn), "/v1/chat/completions", http.Header{"X-Session-Id": {"epsilon"}}, chatWith(c.messages, nil))
+			got := ask(t, ts, fmt.Sprint("turn ", turn), "/v1/chat/completions", http.Header{"X-Session-Id": {"epsilon"}}, chatWith(c.messages, nil))
 			c.targets = append(c.targets, got)
 			c.messages = append(c.messages, msg("assistant", reply))
 		}

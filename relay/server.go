@@ -401,22 +401,24 @@ func (s *Server) Close() {
 
 // Handler serves the relay's own surface.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
+	rt := newRoutes()
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"} {
-		mux.Handle("POST "+path, s.inference(OpenAI))
+		rt.handle("POST "+path, s.inference(OpenAI), dialectErrors(OpenAI))
 	}
 	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
-		mux.Handle("POST "+path, s.inference(Anthropic))
+		rt.handle("POST "+path, s.inference(Anthropic), dialectErrors(Anthropic))
 	}
-	mux.HandleFunc("GET /v1/models", s.handleModels)
-	mux.HandleFunc("GET /v1/worker/connect", s.handleConnect)
-	mux.HandleFunc("GET /health", s.handleHealth)
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
-	mux.HandleFunc("GET /readyz", s.handleReady)
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+	rt.handle("GET /v1/models", http.HandlerFunc(s.handleModels), dialectErrors(OpenAI))
+	rt.handle("GET /v1/worker/connect", http.HandlerFunc(s.handleConnect), plainErrors)
+	rt.handle("GET /health", http.HandlerFunc(s.handleHealth), plainErrors)
+	rt.handle("GET /livez", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, 200, map[string]string{"status": "ok"})
+	}), plainErrors)
+	rt.handle("GET /readyz", http.HandlerFunc(s.handleReady), plainErrors)
+	rt.handle("GET /status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, 200, map[string]string{"api_version": "v2"})
-	})
-	mux.Handle("GET /metrics", s.metrics.handler())
-	s.adminRoutes(mux)
-	return mux
+	}), plainErrors)
+	rt.handle("GET /metrics", s.metrics.handler(), plainErrors)
+	s.adminRoutes(rt)
+	return rt.handler()
 }
