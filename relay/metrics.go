@@ -100,6 +100,9 @@ var (
 	inFlightDesc   = prometheus.NewDesc("modelrelay_target_in_flight", "Requests running, by pool and target.", []string{"pool", "target"}, nil)
 	breakerDesc    = prometheus.NewDesc("modelrelay_target_breaker_state",
 		"Circuit breaker of each static backend and circuit replica: 0 closed, 1 open, 2 half-open.", []string{"pool", "target"}, nil)
+	healthyDesc = prometheus.NewDesc("modelrelay_target_healthy",
+		"1 while a target takes traffic on its health, 0 while it does not: a static backend or circuit replica whose breaker is not closed, a suspect relay worker.",
+		[]string{"pool", "target"}, nil)
 	waitDesc = prometheus.NewDesc("modelrelay_pool_estimated_wait_seconds",
 		"Estimated wait of a request that queues now, by pool (what Retry-After says).", []string{"pool"}, nil)
 	suspectDesc = prometheus.NewDesc("modelrelay_workers_suspect",
@@ -113,6 +116,7 @@ func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- inFlightDesc
 	ch <- breakerDesc
+	ch <- healthyDesc
 	ch <- waitDesc
 	ch <- suspectDesc
 }
@@ -125,6 +129,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(waitDesc, prometheus.GaugeValue, view.wait.Seconds(), name)
 		for _, m := range view.members {
 			ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(m.InFlight), name, m.ID)
+			ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, gauge(m.Healthy), name, m.ID)
 			if m.Kind == "upstream" {
 				ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(m.breakerState), name, m.ID)
 			}
@@ -134,4 +139,12 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	})
 	ch <- prometheus.MustNewConstMetric(suspectDesc, prometheus.GaugeValue, float64(suspect))
+}
+
+// gauge is a yes or no as a Prometheus value.
+func gauge(yes bool) float64 {
+	if yes {
+		return 1
+	}
+	return 0
 }

@@ -523,8 +523,8 @@ func (p *Pool) release(m *member, o outcome, served time.Duration) {
 	if drained {
 		m.target.drained()
 	}
-	if m.kind == kindUpstream && state != was {
-		p.logBreaker(m, state, cooldown)
+	if m.kind == kindUpstream {
+		p.logBreaker(m, was, state, cooldown)
 	}
 }
 
@@ -557,13 +557,21 @@ func (p *Pool) openedLocked(m *member, now *clock) {
 	p.sweepLocked(now)
 }
 
-func (p *Pool) logBreaker(m *member, state breakerState, cooldown time.Duration) {
-	switch state {
-	case breakerOpen:
-		p.cfg.log.Warn("target breaker opened: no traffic until its cool-down ends", "pool", p.name, "target", m.id,
+// logBreaker tells the operator about an outage once: a WARN when a healthy target's breaker
+// opens and an INFO when it closes again. The failed trials in between (half-open, then open
+// for a longer cool-down) are the same outage going on: DEBUG, or a target that stays down for
+// an hour would log a WARN a minute.
+func (p *Pool) logBreaker(m *member, was, state breakerState, cooldown time.Duration) {
+	switch {
+	case state == was:
+	case state == breakerOpen && was == breakerClosed:
+		p.cfg.log.Warn("target unhealthy: breaker opened, no traffic until its cool-down ends", "pool", p.name,
+			"target", m.id, "cooldown", cooldown.String())
+	case state == breakerOpen:
+		p.cfg.log.Debug("target still unhealthy: trial failed, breaker open again", "pool", p.name, "target", m.id,
 			"cooldown", cooldown.String())
-	case breakerClosed:
-		p.cfg.log.Info("target breaker closed: the target is back", "pool", p.name, "target", m.id,
+	case state == breakerClosed:
+		p.cfg.log.Info("target healthy again: breaker closed", "pool", p.name, "target", m.id,
 			"slow_start", p.cfg.slowStart.String())
 	}
 }
@@ -580,9 +588,7 @@ func (p *Pool) probed(m *member, connected bool) {
 	}
 	state, cooldown := m.brk.state, m.brk.cooldown
 	p.mu.Unlock()
-	if state != was {
-		p.logBreaker(m, state, cooldown)
-	}
+	p.logBreaker(m, was, state, cooldown)
 }
 
 // wakeLocked makes the pool look at its queue again at t, when nothing else would prompt it.

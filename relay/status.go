@@ -17,7 +17,7 @@ type MemberView struct {
 	InFlight      int      `json:"in_flight"`
 	Draining      bool     `json:"draining"`
 	Suspect       bool     `json:"suspect"` // workers: silent since a ping; no new requests until it speaks
-	Healthy       bool     `json:"healthy"`
+	Healthy       bool     `json:"healthy"` // upstreams: breaker closed; workers: not suspect
 	Weight        float64  `json:"weight"`
 	Breaker       string   `json:"breaker,omitempty"` // upstreams: closed, open or half-open
 	breakerState  breakerState
@@ -50,7 +50,7 @@ func (p *Pool) view() poolView {
 		}
 		v.members = append(v.members, MemberView{ID: m.id, Kind: kind, Name: name, Models: models,
 			MaxConcurrent: m.maxConcurrent, ReportedLoad: m.reported, InFlight: m.inFlight,
-			Draining: m.draining, Suspect: m.suspect(), Healthy: m.brk.state == breakerClosed, Weight: m.weight,
+			Draining: m.draining, Suspect: m.suspect(), Healthy: m.brk.state == breakerClosed && !m.suspect(), Weight: m.weight,
 			Breaker: brk, breakerState: m.brk.state})
 	}
 	return v
@@ -67,11 +67,12 @@ type poolStatus struct {
 type targetStatus struct {
 	ID       string `json:"id"`
 	Kind     string `json:"kind"`
+	Healthy  bool   `json:"healthy"`
 	InFlight int    `json:"in_flight"`
 	Breaker  string `json:"breaker,omitempty"`
 }
 
-// poolStatuses reports every pool's queue, estimated wait and targets' breakers.
+// poolStatuses reports every pool's queue, estimated wait and targets' health.
 func (s *Server) poolStatuses() map[string]poolStatus {
 	out := map[string]poolStatus{}
 	s.eachPool(func(name string, p *Pool) {
@@ -79,7 +80,7 @@ func (s *Server) poolStatuses() map[string]poolStatus {
 		ps := poolStatus{Queued: v.queued, EstimatedWaitMS: v.wait.Milliseconds(), MeanServiceMS: v.meanService.Milliseconds(),
 			Targets: make([]targetStatus, 0, len(v.members))}
 		for _, m := range v.members {
-			ps.Targets = append(ps.Targets, targetStatus{ID: m.ID, Kind: m.Kind, InFlight: m.InFlight, Breaker: m.Breaker})
+			ps.Targets = append(ps.Targets, targetStatus{ID: m.ID, Kind: m.Kind, Healthy: m.Healthy, InFlight: m.InFlight, Breaker: m.Breaker})
 		}
 		out[name] = ps
 	})
