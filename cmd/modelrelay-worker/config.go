@@ -20,25 +20,41 @@ import (
 )
 
 // option is one setting, reachable as a flag, an environment variable and a file key (the
-// flag name in snake_case), in that order of precedence.
+// flag name in snake_case), in that order of precedence. section, usage and shown are its
+// --help entry: usage lines are at most 57 columns, shown is the default as --help says it
+// ("" = def, or none when def is empty).
 type option struct {
-	flag, env, def, meta, usage string
+	section, flag, env, def, meta string
+	usage                         []string
+	shown                         string
 }
 
 func (o option) key() string { return strings.ReplaceAll(o.flag, "-", "_") }
 
-// options mirror the Rust modelrelay-worker's flags and environment names.
+// options mirror the Rust modelrelay-worker's flags and environment names, in --help order.
 var options = []option{
-	{"proxy-url", "PROXY_URL", "http://127.0.0.1:8080", "URLS", "base URL of the relay server (http, https, ws or wss); comma-separated for several relays"},
-	{"worker-secret", "WORKER_SECRET", "", "SECRET", "secret shared with the server for this provider (required)"},
-	{"provider", "PROVIDER_NAME", "local", "NAME", "provider to register with on the server"},
-	{"worker-name", "WORKER_NAME", "worker", "NAME", "name this worker reports to the server"},
-	{"models", "MODELS", "default", "LIST", "comma-separated models served; * = ask the backend's /v1/models"},
-	{"max-concurrency", "MAX_CONCURRENCY", "1", "N", "requests forwarded to the backend at once"},
-	{"backend-url", "BACKEND_URL", "http://127.0.0.1:8000", "URL", "base URL of the local model backend"},
-	{"max-frame-bytes", "MAX_FRAME_BYTES", "67108864", "N", "largest frame sent to the server; a non-streamed answer travels in one (must not exceed the server's max_frame_bytes)"},
-	{"drain-timeout", "DRAIN_TIMEOUT_SECS", "30", "SECS", "on SIGTERM, how long in-flight requests may finish (seconds or 1m30s)"},
-	{"log-level", "LOG_LEVEL", "info", "LEVEL", "debug, info, warn or error"},
+	{section: "Relay", flag: "proxy-url", env: "PROXY_URL", def: "http://127.0.0.1:8080", meta: "URLS",
+		usage: []string{"base URL of the relay server (http, https, ws or wss);", "a comma list keeps a session to each of several relays"}},
+	{section: "Relay", flag: "worker-secret", env: "WORKER_SECRET", meta: "SECRET",
+		usage: []string{"secret shared with the relay for this provider (required)"}},
+	{section: "Relay", flag: "provider", env: "PROVIDER_NAME", def: "local", meta: "NAME",
+		usage: []string{"provider (pool) to join on the relay"}},
+	{section: "Relay", flag: "worker-name", env: "WORKER_NAME", def: "worker", meta: "NAME",
+		usage: []string{"name this worker reports to the relay"}},
+	{section: "Relay", flag: "max-frame-bytes", env: "MAX_FRAME_BYTES", def: "67108864", meta: "N", shown: "67108864 (64 MiB)",
+		usage: []string{"largest frame sent to the relay (a non-streamed answer", "travels in one); must not exceed the relay's", "--max-frame-bytes"}},
+	{section: "Backend", flag: "backend-url", env: "BACKEND_URL", def: "http://127.0.0.1:8000", meta: "URL",
+		usage: []string{"base URL of the local model backend"}},
+	{section: "Backend", flag: "models", env: "MODELS", def: "default", meta: "LIST", shown: `one model named "default"`,
+		usage: []string{"models served; * = ask the backend's GET /v1/models"}},
+	{section: "Backend", flag: "max-concurrency", env: "MAX_CONCURRENCY", def: "1", meta: "N",
+		usage: []string{"requests forwarded to the backend at once (shared by", "every relay)"}},
+	{section: "Shutdown", flag: "drain-timeout", env: "DRAIN_TIMEOUT_SECS", def: "30", meta: "DURATION", shown: "30s",
+		usage: []string{"on SIGTERM, how long in-flight requests may finish"}},
+	{section: "Logging", flag: "log-level", env: "LOG_LEVEL", def: "info", meta: "LEVEL",
+		usage: []string{"debug, info, warn or error"}},
+	{section: "Logging", flag: "log-format", env: "LOG_FORMAT", def: "text", meta: "FORMAT",
+		usage: []string{"text or json"}},
 }
 
 // settings is the resolved configuration.
@@ -53,6 +69,7 @@ type settings struct {
 	BackendURL     string
 	DrainTimeout   time.Duration
 	LogLevel       slog.Level
+	LogFormat      string   // text or json
 	UnknownKeys    []string // file keys we do not know, to warn about once logging is up
 }
 
@@ -72,7 +89,7 @@ func load(args []string, lookupEnv func(string) (string, bool)) (settings, error
 	fs := flag.NewFlagSet("modelrelay-worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	for _, o := range options {
-		fs.String(o.flag, o.def, o.usage)
+		fs.String(o.flag, o.def, strings.Join(o.usage, " "))
 	}
 	configPath := fs.String("config", "", "TOML file with any of the settings above")
 	version := fs.Bool("version", false, "print the version and exit")
@@ -164,6 +181,7 @@ func resolve(k *koanf.Koanf) (settings, error) {
 	frame := str("max_frame_bytes")
 	drain := str("drain_timeout")
 	level := str("log_level")
+	format := str("log_format")
 	if err != nil {
 		return s, err
 	}
@@ -181,6 +199,9 @@ func resolve(k *koanf.Koanf) (settings, error) {
 	}
 	if s.LogLevel, err = parseLevel(level); err != nil {
 		return s, err
+	}
+	if s.LogFormat = strings.ToLower(format); s.LogFormat != "text" && s.LogFormat != "json" {
+		return s, fmt.Errorf("log-format must be text or json, got %q", format)
 	}
 	if s.WorkerSecret == "" {
 		return s, errors.New("worker secret is required (--worker-secret, WORKER_SECRET, or worker_secret in --config)")

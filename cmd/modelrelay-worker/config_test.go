@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +36,7 @@ max_concurrency = 3
 backend_url = "http://file-backend:1"
 drain_timeout = 12
 log_level = "debug"
+log_format = "JSON"
 `)
 	tests := []struct {
 		name string
@@ -46,43 +49,43 @@ log_level = "debug"
 			args: []string{"--worker-secret", "s"},
 			want: settings{ProxyURL: "http://127.0.0.1:8080", WorkerSecret: "s", Provider: "local",
 				WorkerName: "worker", Models: []string{"default"}, MaxConcurrency: 1,
-				BackendURL: "http://127.0.0.1:8000", DrainTimeout: 30 * time.Second},
+				BackendURL: "http://127.0.0.1:8000", DrainTimeout: 30 * time.Second, LogFormat: "text"},
 		},
 		{
 			name: "file beats defaults",
 			args: []string{"--config", file},
 			want: settings{ProxyURL: "http://file:1", WorkerSecret: "file-secret", Provider: "file-provider",
 				WorkerName: "file-name", Models: []string{"a", "b"}, MaxConcurrency: 3,
-				BackendURL: "http://file-backend:1", DrainTimeout: 12 * time.Second, LogLevel: -4},
+				BackendURL: "http://file-backend:1", DrainTimeout: 12 * time.Second, LogLevel: -4, LogFormat: "json"},
 		},
 		{
 			name: "env beats file",
 			args: []string{"--config", file},
 			env: map[string]string{"PROXY_URL": "https://env", "MODELS": "x, y", "MAX_CONCURRENCY": "5",
 				"WORKER_SECRET": "env-secret", "PROVIDER_NAME": "env-p", "WORKER_NAME": "env-n",
-				"BACKEND_URL": "http://env-b", "DRAIN_TIMEOUT_SECS": "1m", "LOG_LEVEL": "warn",
+				"BACKEND_URL": "http://env-b", "DRAIN_TIMEOUT_SECS": "1m", "LOG_LEVEL": "warn", "LOG_FORMAT": "text",
 				"WORKER_NAME_UNRELATED": "ignored"},
 			want: settings{ProxyURL: "https://env", WorkerSecret: "env-secret", Provider: "env-p",
 				WorkerName: "env-n", Models: []string{"x", "y"}, MaxConcurrency: 5,
-				BackendURL: "http://env-b", DrainTimeout: time.Minute, LogLevel: 4},
+				BackendURL: "http://env-b", DrainTimeout: time.Minute, LogLevel: 4, LogFormat: "text"},
 		},
 		{
 			name: "flags beat env",
 			args: []string{"--config", file, "--models", "*", "--max-concurrency=7", "-worker-secret", "flag",
-				"--proxy-url", "http://flag", "--drain-timeout", "0", "--log-level", "ERROR"},
+				"--proxy-url", "http://flag", "--drain-timeout", "0", "--log-level", "ERROR", "--log-format", "Json"},
 			env: map[string]string{"MODELS": "x", "MAX_CONCURRENCY": "5", "WORKER_SECRET": "env",
-				"PROXY_URL": "http://env"},
+				"PROXY_URL": "http://env", "LOG_FORMAT": "text"},
 			want: settings{ProxyURL: "http://flag", WorkerSecret: "flag", Provider: "file-provider",
 				WorkerName: "file-name", Models: []string{"*"}, MaxConcurrency: 7,
-				BackendURL: "http://file-backend:1", DrainTimeout: 0, LogLevel: 8},
+				BackendURL: "http://file-backend:1", DrainTimeout: 0, LogLevel: 8, LogFormat: "json"},
 		},
 		{
 			name: "empty env counts as unset",
 			args: []string{"--config", file},
-			env:  map[string]string{"WORKER_SECRET": "", "MODELS": ""},
+			env:  map[string]string{"WORKER_SECRET": "", "MODELS": "", "LOG_FORMAT": ""},
 			want: settings{ProxyURL: "http://file:1", WorkerSecret: "file-secret", Provider: "file-provider",
 				WorkerName: "file-name", Models: []string{"a", "b"}, MaxConcurrency: 3,
-				BackendURL: "http://file-backend:1", DrainTimeout: 12 * time.Second, LogLevel: -4},
+				BackendURL: "http://file-backend:1", DrainTimeout: 12 * time.Second, LogLevel: -4, LogFormat: "json"},
 		},
 	}
 	for _, tt := range tests {
@@ -95,7 +98,8 @@ log_level = "debug"
 				got.Provider != tt.want.Provider || got.WorkerName != tt.want.WorkerName ||
 				strings.Join(got.Models, "|") != strings.Join(tt.want.Models, "|") ||
 				got.MaxConcurrency != tt.want.MaxConcurrency || got.BackendURL != tt.want.BackendURL ||
-				got.DrainTimeout != tt.want.DrainTimeout || got.LogLevel != tt.want.LogLevel {
+				got.DrainTimeout != tt.want.DrainTimeout || got.LogLevel != tt.want.LogLevel ||
+				got.LogFormat != tt.want.LogFormat {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})
@@ -118,6 +122,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "word concurrency", env: map[string]string{"WORKER_SECRET": "s", "MAX_CONCURRENCY": "lots"}, want: "max-concurrency"},
 		{name: "bad drain", env: map[string]string{"WORKER_SECRET": "s", "DRAIN_TIMEOUT_SECS": "-3s"}, want: "drain-timeout"},
 		{name: "bad level", env: map[string]string{"WORKER_SECRET": "s", "LOG_LEVEL": "loud"}, want: "log-level"},
+		{name: "bad format", env: map[string]string{"WORKER_SECRET": "s", "LOG_FORMAT": "xml"}, want: `log-format must be text or json, got "xml"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,5 +201,69 @@ func TestSignalDrainsAndExitsZero(t *testing.T) {
 	}
 	if strings.Contains(errOut.String(), "hunter2") || strings.Contains(errOut.String(), "hunter3") {
 		t.Errorf("secret logged: %s", errOut.String())
+	}
+}
+
+// TestUsageLayout: --help reads like the server's: sections of flags, each flag's name in a
+// 30-column field with its description at column 33, its variable and default on the line
+// below, nothing wider than 90 columns.
+func TestUsageLayout(t *testing.T) {
+	var out bytes.Buffer
+	usage(&out)
+	text := out.String()
+	for _, o := range options {
+		if !strings.Contains(text, "\n  --"+o.flag+" "+o.meta+" ") || !strings.Contains(text, "env "+o.env+", default ") {
+			t.Errorf("usage misses --%s %s or env %s", o.flag, o.meta, o.env)
+		}
+	}
+	for _, s := range []string{"\nRelay:\n", "\nBackend:\n", "\nShutdown:\n", "\nLogging:\n", "\nConfig file:\n",
+		"--config FILE", "-h, --help", "--version", "\nExample:\n"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("usage misses %q", s)
+		}
+	}
+	column := strings.Repeat(" ", 33)
+	inFlags := false
+	for i, line := range strings.Split(text, "\n") {
+		if len(line) > 90 {
+			t.Errorf("usage line %d is %d columns: %q", i+1, len(line), line)
+		}
+		switch {
+		case strings.HasSuffix(line, ":") && !strings.HasPrefix(line, " "):
+			inFlags = line != "Example:"
+		case !inFlags || line == "":
+		case strings.HasPrefix(line, "  -"):
+			if len(line) < 34 || line[32] != ' ' || line[33] == ' ' {
+				t.Errorf("usage line %d: description not at column 33: %q", i+1, line)
+			}
+		case !strings.HasPrefix(line, column) || line[33] == ' ':
+			t.Errorf("usage line %d: continuation not at column 33: %q", i+1, line)
+		}
+	}
+}
+
+// TestJSONLogs: --log-format json writes one JSON object a line, and durations read as Go
+// duration text ("30s"), not nanoseconds.
+func TestJSONLogs(t *testing.T) {
+	signals, signal := context.WithCancel(context.Background())
+	signal() // the program starts, finds the signal, drains and stops
+	var errOut bytes.Buffer
+	code := run(signals, func() {}, []string{"--proxy-url", "http://127.0.0.1:1", "--log-format", "json"},
+		envOf(map[string]string{"WORKER_SECRET": "s"}), &bytes.Buffer{}, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var draining map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", line, err)
+		}
+		if strings.HasPrefix(fmt.Sprint(v["msg"]), "shutting down") {
+			draining = v
+		}
+	}
+	if draining == nil || draining["timeout"] != "30s" {
+		t.Fatalf("drain line %v, want timeout \"30s\" in:\n%s", draining, errOut.String())
 	}
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -47,7 +49,7 @@ func run(signals context.Context, stopSignals func(), args []string,
 		fmt.Fprintf(stderr, "modelrelay-worker: %v\n", err)
 		return 1
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: s.LogLevel}))
+	log := newLogger(s, stderr)
 	for _, key := range s.UnknownKeys {
 		log.Warn("ignoring unknown config key", "key", key)
 	}
@@ -88,40 +90,81 @@ func run(signals context.Context, stopSignals func(), args []string,
 	return 0
 }
 
+// newLogger writes the log as text (key=value) or JSON lines, at the configured level.
+func newLogger(s settings, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: s.LogLevel, ReplaceAttr: readableDuration}
+	if s.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// readableDuration logs a duration as Go duration text ("2s"): slog's JSON handler would
+// write nanoseconds, which nobody reads at a glance and which differ from the text format.
+func readableDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
+}
+
+// usage prints --help in the server's layout: sections of flags, each flag's name in a
+// 30-column field, its description beside it and its variable and default below.
 func usage(w io.Writer) {
 	fmt.Fprint(w, `Usage: modelrelay-worker [flags]
 
-Connects to a ModelRelay server over WebSocket and forwards the inference requests it
-hands out to a local model backend (llama-server, vLLM, Ollama, ...).
+modelrelay-worker connects a local model backend (llama-server, vLLM, Ollama, ...)
+to a ModelRelay server. It dials out over a WebSocket, so the GPU box needs no
+inbound port, and forwards the inference requests the server hands out to the
+backend, streaming the answers back as they are produced.
 
-Every setting can also come from the environment or from a TOML file given with --config
-(keys are the flag names in snake_case, models an array). Precedence: flag, environment,
-config file, default.
-
-Flags:
+Every setting comes from a flag, an environment variable or the TOML file given
+with --config (keys are the flag names in snake_case, models an array): a flag
+beats the environment, which beats the file, which beats the default. Durations
+take Go syntax (90s, 5m) or a whole number of seconds. Lists are comma-separated.
 `)
+	section := ""
 	for _, o := range options {
-		head := fmt.Sprintf("--%s %s", o.flag, o.meta)
-		src := "$" + o.env
-		if o.def != "" {
-			src += fmt.Sprintf(", default %q", o.def)
+		if o.section != section {
+			section = o.section
+			fmt.Fprintf(w, "\n%s:\n", section)
 		}
-		fmt.Fprintf(w, "  %-24s %s\n  %-24s %s\n", head, o.usage, "", src)
+		shown := o.shown
+		if shown == "" {
+			shown = cmp.Or(o.def, "none")
+		}
+		flagEntry(w, "--"+o.flag+" "+o.meta, append(slices.Clone(o.usage), "env "+o.env+", default "+shown))
 	}
-	fmt.Fprintf(w, "  %-24s %s\n", "--config FILE", "TOML file with any of the settings above")
-	fmt.Fprintf(w, "  %-24s %s\n", "--version", "print the version and exit")
+	fmt.Fprint(w, "\nConfig file:\n")
+	flagEntry(w, "--config FILE", []string{"TOML file with any of the settings above", "default none"})
+	fmt.Fprintln(w)
+	flagEntry(w, "-h, --help", []string{"print this help and exit"})
+	flagEntry(w, "--version", []string{"print the version and exit"})
 	fmt.Fprint(w, `
 Example:
   modelrelay-worker --proxy-url https://relay.example.com --worker-secret "$SECRET" \
     --backend-url http://127.0.0.1:8000 --models llama3-8b,qwen2.5-7b
 
-With several relays (a comma list) the worker keeps a session to each; they share its
---max-concurrency slots, each relay is told the worker's whole load, and a request that
-finds every slot just taken by another relay waits up to 2 s for one.
+With several relays (a comma list) the worker keeps a session to each; they share
+its --max-concurrency slots, each relay is told the worker's whole load, and a
+request that finds every slot just taken by another relay waits up to 2 s for one.
 
 On SIGTERM the worker stops taking requests, lets in-flight ones finish for up to
 --drain-timeout, then exits 0. A second signal exits at once.
 `)
+}
+
+// flagEntry writes one flag: head in a 30-column field and the lines beside it, or below it
+// when head is wider.
+func flagEntry(w io.Writer, head string, lines []string) {
+	if len(head) > 30 {
+		fmt.Fprintf(w, "  %s\n", head)
+		head = ""
+	}
+	for _, line := range lines {
+		fmt.Fprintf(w, "  %-30s %s\n", head, line)
+		head = ""
+	}
 }
 
 // redactedList is redacted for each URL of a comma list.

@@ -86,6 +86,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 // attach keeps a session with one relay until ctx is done or the daemon has drained.
 func (d *Daemon) attach(ctx context.Context, connectURL string, log *slog.Logger) {
 	bo := newBackoff(d.cfg)
+	told := false // the operator has been told the secret is refused
 	for attempt := 1; ; attempt++ {
 		if d.isStopping() || ctx.Err() != nil {
 			return
@@ -100,12 +101,23 @@ func (d *Daemon) attach(ctx context.Context, connectURL string, log *slog.Logger
 			return
 		}
 		wait := bo.next(end, time.Since(start))
-		level := slog.LevelWarn
-		if end.graceful { // a restarting server; expected
-			level = slog.LevelInfo
+		switch {
+		case end.refused && !told:
+			// Retrying cannot fix a wrong secret: say so once, with what to check, and keep
+			// trying quietly (backed off) in case the relay's side is the one being fixed.
+			told = true
+			log.Error(hintSecretRefused, "error", end.err, "delay", wait.Round(time.Millisecond))
+		case end.refused:
+			log.Debug("the relay refused the worker secret again", "attempt", attempt, "delay", wait.Round(time.Millisecond))
+		default:
+			told = false
+			level := slog.LevelWarn
+			if end.graceful { // a restarting server; expected
+				level = slog.LevelInfo
+			}
+			log.Log(ctx, level, "disconnected from server, reconnecting", "error", end.err,
+				"attempt", attempt, "delay", wait.Round(time.Millisecond))
 		}
-		log.Log(ctx, level, "disconnected from server, reconnecting", "error", end.err,
-			"attempt", attempt, "delay", wait.Round(time.Millisecond))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -161,9 +173,11 @@ func (d *Daemon) connect(ctx context.Context, connectURL string, log *slog.Logge
 	models := d.resolveModels(dctx, log)
 	conn, err := d.dial(dctx, connectURL)
 	if err != nil {
-		return sessionEnd{err: err}
+		return sessionEnd{err: err, refused: errors.Is(err, errSecretRefused)}
 	}
-	log.Info("connected to server", "url", redact(connectURL), "models", models,
+	// DEBUG: a relay that refuses the secret after the upgrade gets this far on every attempt;
+	// "registered" is the line that says the session is up.
+	log.Debug("connected to server", "url", redact(connectURL), "models", models,
 		"max_concurrency", d.cfg.MaxConcurrency)
 	s := &session{
 		cfg: d.cfg, log: log, backend: d.backend, conn: conn,
@@ -211,6 +225,9 @@ func (d *Daemon) dial(ctx context.Context, connectURL string) (*websocket.Conn, 
 	header := http.Header{"X-Worker-Secret": []string{d.cfg.WorkerSecret}}
 	conn, resp, err := dialer.DialContext(ctx, connectURL, header)
 	if err != nil {
+		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+			return nil, fmt.Errorf("connect to %s: handshake answered %s: %w", redact(connectURL), resp.Status, errSecretRefused)
+		}
 		if resp != nil {
 			return nil, fmt.Errorf("connect to %s: handshake answered %s", redact(connectURL), resp.Status)
 		}
@@ -218,6 +235,17 @@ func (d *Daemon) dial(ctx context.Context, connectURL string) (*websocket.Conn, 
 	}
 	return conn, nil
 }
+
+// errSecretRefused is the relay refusing the worker secret: a 401 or 403 to the handshake (the
+// Rust relay), or a close 1008 "worker authentication failed" right after it (this relay,
+// which upgrades first, as the protocol says).
+var errSecretRefused = errors.New("the relay refused the worker secret")
+
+// closeAuthFailed is the close reason (with 1008) of a refused secret in the relay contract.
+const closeAuthFailed = "worker authentication failed"
+
+// hintSecretRefused is the one ERROR line a refused secret gets.
+const hintSecretRefused = "the relay refused the worker secret: check --worker-secret / WORKER_SECRET and the relay's worker_secret"
 
 // resolveModels returns the configured models, or with "*" the backend's own list (falling
 // back to "*" itself, which the server routes every model to).

@@ -22,6 +22,7 @@ const maxFrameBytes = 256 << 20
 type sessionEnd struct {
 	graceful bool // the server closed with 1000: it is restarting or drained us
 	drained  bool // our own Shutdown finished; do not reconnect
+	refused  bool // the server refused the worker secret (errSecretRefused)
 	err      error
 }
 
@@ -77,13 +78,17 @@ func (s *session) run(ctx context.Context) sessionEnd {
 	cancel(readErr)
 	s.wg.Wait()
 
-	cause := context.Cause(sctx)
+	end := sessionEnd{err: context.Cause(sctx)}
+	end.drained = errors.Is(end.err, errDrained)
 	var closeErr *websocket.CloseError
-	return sessionEnd{
-		drained:  errors.Is(cause, errDrained),
-		graceful: errors.As(readErr, &closeErr) && closeErr.Code == websocket.CloseNormalClosure,
-		err:      cause,
+	if errors.As(readErr, &closeErr) {
+		end.graceful = closeErr.Code == websocket.CloseNormalClosure
+		end.refused = closeErr.Code == websocket.ClosePolicyViolation && closeErr.Text == closeAuthFailed
+		if end.refused {
+			end.err = readErr
+		}
 	}
+	return end
 }
 
 // read handles server frames until the connection fails; it returns why.
@@ -124,6 +129,12 @@ func (s *session) read(ctx context.Context) error {
 }
 
 func (s *session) readFailure(ctx context.Context, err error) error {
+	// The server's close frame says more than whatever our side failed on meanwhile (a write
+	// racing the close fails with "close sent").
+	var closeErr *websocket.CloseError
+	if errors.As(err, &closeErr) {
+		return fmt.Errorf("read from server: %w", err)
+	}
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
