@@ -18,6 +18,10 @@
 //
 // `modelrelay-bench upstream -listen ADDR` runs only the fake upstream (the benchmark starts
 // itself that way, so the upstream's CPU stays out of the generator's process).
+//
+// `modelrelay-bench fake-upstream [-listen 127.0.0.1:8000] [-token-delay 20ms]` runs the demo
+// model server that `modelrelay-server --demo` has built in (model "demo", both API families,
+// paced tokens, usage), to try a worker daemon without a GPU.
 package main
 
 import (
@@ -53,6 +57,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "simcache" {
 		os.Exit(simcacheMain(os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "fake-upstream" {
+		os.Exit(fakeUpstreamMain(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "placement" {
 		os.Exit(placementMain(os.Args[2:], os.Stdout, os.Stderr))

@@ -58,6 +58,7 @@ type Config struct {
 	PrefixCacheEntries     int                 // block hashes remembered per target
 	PriorityAging          time.Duration       // a waiter's class rises one step per this much waiting
 	Backends               []BackendConfig
+	Demo                   bool // also serve the built-in demo model as the static backend "demo"
 	AppProxy               AppProxyConfig
 	ConfigFile             string // the file that was read, "" if none
 }
@@ -190,6 +191,7 @@ var settings = []setting{
 	{key: "prefix_min_match", flag: "prefix-min-match", env: "PREFIX_MIN_MATCH"},
 	{key: "prefix_cache_entries", flag: "prefix-cache-entries", env: "PREFIX_CACHE_ENTRIES"},
 	{key: "priority_aging", flag: "priority-aging", env: "PRIORITY_AGING"},
+	{key: "demo", flag: "demo", env: "MODELRELAY_DEMO", boolean: true},
 }
 
 // routingPolicies are the values of `routing` (gateway.md section 3).
@@ -250,6 +252,7 @@ func defaultValues() map[string]any {
 		"prefix_min_match":               0.3,
 		"prefix_cache_entries":           16384,
 		"priority_aging":                 10 * time.Second,
+		"demo":                           false,
 		"appproxy.enabled":               false,
 		"appproxy.events_enabled":        true,
 		"appproxy.wildcard_traffic_port": 443,

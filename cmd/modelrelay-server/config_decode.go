@@ -277,6 +277,7 @@ func decodeConfig(k *koanf.Koanf) (Config, error) {
 		PrefixMinMatch:         d.float("prefix_min_match"),
 		PrefixCacheEntries:     d.int("prefix_cache_entries"),
 		PriorityAging:          d.duration("priority_aging"),
+		Demo:                   d.boolean("demo"),
 		AppProxy:               decodeAppProxy(d),
 	}
 	if d.err == nil {

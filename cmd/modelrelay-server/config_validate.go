@@ -397,7 +397,7 @@ func (c Config) warnings(explicit map[string]bool) []string {
 		if len(set) > 0 {
 			out = append(out, fmt.Sprintf("config: %s set but appproxy.enabled is false; running standalone", strings.Join(set, ", ")))
 		}
-		if c.WorkerSecret == "" && len(c.Backends) == 0 && c.DatabaseURL == "" {
+		if c.WorkerSecret == "" && len(c.Backends) == 0 && c.DatabaseURL == "" && !c.Demo {
 			out = append(out, "no worker secret is set, so relay workers cannot join: set --worker-secret or WORKER_SECRET (or add backends: to the config file)")
 		}
 	}

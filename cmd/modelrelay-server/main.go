@@ -151,6 +151,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer store.Close()
+	var demoModel *demoServer
+	if cfg.Demo {
+		if demoModel, err = startDemo(&cfg, log); err != nil {
+			return err
+		}
+		defer demoModel.stop() // deferred: it outlives the relay's drain
+	}
 	opts := relayOptions(cfg, log, store)
 	if cfg.RedisURL != "" {
 		rdbOpts, _ := redis.ParseURL(cfg.RedisURL) // validated with the config
@@ -200,6 +207,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	log.Info("modelrelay-server listening", "addr", ln.Addr().String(), "provider", cfg.Provider,
 		"backends", len(cfg.Backends), "appproxy", cfg.AppProxy.Enabled, "version", version)
+	if demoModel != nil {
+		demoModel.logReady(log, cfg, ln.Addr())
+	}
 	if cfg.WorkerSecret == "" && len(cfg.Backends) > 0 {
 		log.Info("no worker secret is set, so relay workers cannot join: set --worker-secret or WORKER_SECRET to let them")
 	}

@@ -32,6 +32,10 @@ Listening:
                                  (CIDRs or bare IPs)
                                  env TRUSTED_PROXIES, default none
 
+Trying it out:
+  --demo                         also serve a built-in fake model "demo", to try the relay
+                                 env MODELRELAY_DEMO, default false
+
 Workers:
   --worker-secret SECRET         secret relay workers present to join
                                  env WORKER_SECRET, default none (workers cannot join)

@@ -1,0 +1,65 @@
+package main
+
+// `modelrelay-bench fake-upstream` serves relay/demo's model server on its own: the model
+// that `modelrelay-server --demo` has built in, for trying a worker daemon (or anything else
+// that calls a model server) without a GPU:
+//
+//	modelrelay-bench fake-upstream -listen 127.0.0.1:8000
+//	modelrelay-worker --proxy-url http://127.0.0.1:8080 --worker-secret S \
+//	    --backend-url http://127.0.0.1:8000 --models demo
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"modelrelay/relay/demo"
+)
+
+func fakeUpstreamMain(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("modelrelay-bench fake-upstream", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8000", "address to serve on")
+	model := fs.String("model", demo.DefaultModel, "the one model served")
+	first := fs.Duration("first-token-delay", demo.DefaultFirstToken, "wait before the first token (0 = none)")
+	per := fs.Duration("token-delay", demo.DefaultPerToken, "wait between tokens (0 = none)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 || *first < 0 || *per < 0 || *model == "" {
+		fmt.Fprintln(stderr, "modelrelay-bench fake-upstream: takes only flags; delays must not be negative, -model not empty")
+		return 2
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(stderr, "modelrelay-bench fake-upstream: listen:", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "fake model server for model %q on http://%s (first token after %s, then one every %s)\n",
+		*model, ln.Addr(), *first, *per)
+	opts := demo.Options{Model: *model, FirstToken: noneIfZero(*first), PerToken: noneIfZero(*per)}
+	srv := &http.Server{Handler: demo.New(opts), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, func() { srv.Close() }) // a fake: answers in flight may be cut
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(stderr, "modelrelay-bench fake-upstream:", err)
+		return 1
+	}
+	return 0
+}
+
+// noneIfZero maps the flag's "0 = none" onto demo.Options, where zero takes the default.
+func noneIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
