@@ -16,6 +16,7 @@ import (
 	"modelrelay/protocol"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/throttle"
+	"modelrelay/relay/ui"
 )
 
 // Options configure a Server. Zero values take the defaults of the relay contract.
@@ -54,6 +55,9 @@ type Options struct {
 	Version        string
 	Logger         *slog.Logger
 	Timings        Timings
+	// AccessLog: one INFO line per inference request; the server's config key access_log,
+	// default true.
+	AccessLog bool
 }
 
 // Backend is a static HTTP upstream from the config file.
@@ -419,6 +423,9 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, 200, map[string]string{"api_version": "v2"})
 	}), plainErrors)
 	rt.handle("GET /metrics", s.metrics.handler(), plainErrors)
+	page := ui.Handler() // the status page; static, its data comes from /admin with the operator's token
+	rt.handle("GET /ui", page, plainErrors)
+	rt.handle("GET /ui/", page, plainErrors)
 	s.adminRoutes(rt)
 	return rt.handler()
 }
