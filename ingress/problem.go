@@ -15,12 +15,34 @@ type Problem struct {
 	Msg        string // E-code message, as the stock worker words it
 	OpenAIType string // OpenAI error "type"
 	OpenAICode string // OpenAI error "code"
+	reason     string // why ingress refused the request (Reason); "" for answers that are no refusal
 }
 
 // ProblemBase prefixes every problem type.
 const ProblemBase = "https://api.backend.ai/probs/"
 
 func (p *Problem) Error() string { return p.Msg }
+
+// Why ingress refused a request, as a metric label: a small fixed set, whatever a client sends.
+const (
+	ReasonUnknownSubdomain = "unknown_subdomain"     // 400 E20009: no circuit has the subdomain
+	ReasonClientIP         = "client_ip_not_allowed" // 403 E20011: outside the circuit's allow-list
+	ReasonMissingToken     = "missing_token"         // 401 E20006: no Authorization header
+	ReasonScheme           = "unsupported_scheme"    // 401 E20007: neither Bearer nor BackendAI
+	ReasonInvalidToken     = "invalid_token"         // 401 E20008: malformed, wrong signature or claims
+	ReasonExpiredToken     = "expired_token"         // 401 E20008: past its "exp"
+	ReasonTokenMismatch    = "token_mismatch"        // 401 E20009: a valid token for another circuit
+)
+
+// Reasons lists every reason Reason returns, so that a counter can start each at zero.
+func Reasons() []string {
+	return []string{ReasonUnknownSubdomain, ReasonClientIP, ReasonMissingToken, ReasonScheme,
+		ReasonInvalidToken, ReasonExpiredToken, ReasonTokenMismatch}
+}
+
+// Reason says why ingress refused the request, one of Reasons; "" for a problem that is no
+// refusal of the caller (a circuit with no replica to serve it).
+func (p *Problem) Reason() string { return p.reason }
 
 type problemBody struct {
 	Type  string        `json:"type"`
@@ -84,13 +106,15 @@ const (
 // UnknownSubdomain is the 400 for a host inside the wildcard domain that no circuit claims.
 func UnknownSubdomain(sub string) *Problem {
 	return &Problem{Status: http.StatusBadRequest, Slug: slugBadRequest, Title: titleBadRequest,
-		Msg: "E20009: Subdomain " + sub + " not registered", OpenAIType: kindInvalid, OpenAICode: "subdomain_not_registered"}
+		Msg: "E20009: Subdomain " + sub + " not registered", OpenAIType: kindInvalid, OpenAICode: "subdomain_not_registered",
+		reason: ReasonUnknownSubdomain}
 }
 
 // ClientIPNotAllowed is the 403 for a caller outside a circuit's allow-list.
 func ClientIPNotAllowed() *Problem {
 	return &Problem{Status: http.StatusForbidden, Slug: slugClientIP, Title: titleClientIP,
-		Msg: "E20011: Client address not allowed", OpenAIType: kindPermission, OpenAICode: "client_ip_not_allowed"}
+		Msg: "E20011: Client address not allowed", OpenAIType: kindPermission, OpenAICode: "client_ip_not_allowed",
+		reason: ReasonClientIP}
 }
 
 // WorkerNotAvailable is the 503 for a circuit with no usable route.
@@ -105,13 +129,13 @@ func ContainerConnectionRefused() *Problem {
 		Msg: titleConnRefused, OpenAIType: kindUpstream, OpenAICode: "container_connection_refused"}
 }
 
-func credentialProblem(msg, code string) *Problem {
+func credentialProblem(msg, code, reason string) *Problem {
 	return &Problem{Status: http.StatusUnauthorized, Slug: slugCredentials, Title: titleCredentials,
-		Msg: msg, OpenAIType: kindAuth, OpenAICode: code}
+		Msg: msg, OpenAIType: kindAuth, OpenAICode: code, reason: reason}
 }
 
 func noAuthorization() *Problem {
-	return credentialProblem("E20006: Authorization header not provided", "authorization_missing")
+	return credentialProblem("E20006: Authorization header not provided", "authorization_missing", ReasonMissingToken)
 }
 
 // unsupportedScheme echoes a real scheme (a short word) in full, but only the first bytes of
@@ -121,13 +145,18 @@ func unsupportedScheme(scheme string) *Problem {
 	if len(scheme) > maxSchemeLen {
 		scheme = scheme[:maxSchemeLen/2] + "..."
 	}
-	return credentialProblem("E20007: Unsupported authorization method "+scheme, "unsupported_authorization_method")
+	return credentialProblem("E20007: Unsupported authorization method "+scheme, "unsupported_authorization_method", ReasonScheme)
 }
 
+// invalidToken refuses a token for reason, in PyJWT's words (see credentials.go).
 func invalidToken(reason string) *Problem {
-	return credentialProblem("E20008: Invalid authorization token ("+reason+")", "invalid_token")
+	label := ReasonInvalidToken
+	if reason == reasonExpired {
+		label = ReasonExpiredToken
+	}
+	return credentialProblem("E20008: Invalid authorization token ("+reason+")", "invalid_token", label)
 }
 
 func tokenMismatch() *Problem {
-	return credentialProblem("E20009: Authorization token mismatch", "token_mismatch")
+	return credentialProblem("E20009: Authorization token mismatch", "token_mismatch", ReasonTokenMismatch)
 }

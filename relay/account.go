@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +16,7 @@ import (
 
 // This file is the account stage: what an answer used (read by a usage.Tap as it passes, see
 // the responder), charged to the client's key and its limits, written to the usage ledger,
-// and observed in the OpenTelemetry GenAI metrics.
+// observed in the OpenTelemetry GenAI metrics, and written to the access log.
 
 // operation is the GenAI operation name of an inference path; "" for a path that generates
 // nothing (count_tokens), whose answers are neither accounted nor observed.
@@ -136,4 +138,77 @@ func (s *Server) account(ctx context.Context, req *Request, key *keys.Key, asked
 			s.metrics.genAI.tpot.WithLabelValues(op, model).Observe((took - out.ttfb).Seconds() / float64(used.Output-1))
 		}
 	}
+}
+
+// exchange is what the access log (and the request metrics) say about one request, filled in
+// as the request goes: one refused before it was read has little more than its status. It holds nothing a client
+// could use to get in (no key, no token) and nothing it said (no prompt, no body).
+type exchange struct {
+	arrival time.Time
+	id      string // the relay's request id ("" when refused before the body was read)
+	keyID   string // the client API key's id (its name in /admin/keys; never the secret)
+	model   string // the model asked for: the body's, or a circuit's canonical one
+	stream  bool
+	served  string // the model that answered, when the chain moved the request on
+	pool    string // the last pool the request went to
+	target  string // the target that answered
+	queued  time.Duration
+	ttfb    time.Duration
+	status  int // 0: the client left before it was answered
+	bytes   int64
+	used    usage.Counts
+}
+
+// answered takes what the responder knows once the request is done.
+func (x *exchange) answered(out *responder) {
+	x.status, x.ttfb, x.bytes, x.target = out.status, out.ttfb, out.streamed, out.where.target
+	if out.where.from != "" {
+		x.served = out.where.served
+	}
+	if success(out.status) { // the tap reads successful answers only; otherwise it holds another's
+		x.used = out.usage()
+	}
+}
+
+// logAccess writes the access log: one INFO line per inference or pass-through request, with
+// durations in milliseconds so that they graph and grep. Options.AccessLog turns it on.
+func (s *Server) logAccess(w http.ResponseWriter, r *http.Request, x *exchange) {
+	if !s.opts.AccessLog || !s.log.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 20)
+	if x.id != "" {
+		attrs = append(attrs, slog.String("request_id", x.id))
+	}
+	attrs = append(attrs, slog.String("method", r.Method), slog.String("route", r.URL.Path))
+	if x.model != "" {
+		attrs = append(attrs, slog.String("model", x.model), slog.Bool("stream", x.stream))
+	}
+	if x.served != "" {
+		attrs = append(attrs, slog.String("served_model", x.served))
+	}
+	if tr := w.Header().Get(translatedHeader); tr != "" {
+		attrs = append(attrs, slog.String("translated", tr))
+	}
+	if x.pool != "" {
+		attrs = append(attrs, slog.String("pool", x.pool))
+	}
+	if x.target != "" {
+		attrs = append(attrs, slog.String("target", x.target))
+	}
+	attrs = append(attrs, slog.Int("status", x.status),
+		slog.Int64("queue_ms", x.queued.Milliseconds()),
+		slog.Int64("ttfb_ms", x.ttfb.Milliseconds()),
+		slog.Int64("duration_ms", time.Since(x.arrival).Milliseconds()))
+	if x.target != "" {
+		attrs = append(attrs, slog.Int64("bytes", x.bytes))
+	}
+	if x.used.Seen {
+		attrs = append(attrs, slog.Int64("input_tokens", x.used.Input), slog.Int64("output_tokens", x.used.Output))
+	}
+	if x.keyID != "" {
+		attrs = append(attrs, slog.String("key_id", x.keyID))
+	}
+	attrs = append(attrs, slog.String("client_ip", peerIP(r, s.opts.TrustedProxies)))
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -44,26 +43,35 @@ type Placement struct {
 // ServeInferenceAt answers an inference call: the asked model from its pools, then down its
 // fallback chain while no byte has reached the client.
 func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dialect, at Placement) {
-	arrival := time.Now()
-	route := r.URL.Path
+	x := exchange{arrival: time.Now()}
+	s.serveInference(w, r, d, at, &x)
+	s.metrics.observe(r.URL.Path, x.status, x.arrival, x.ttfb)
+	s.logAccess(w, r, &x)
+}
+
+// serveInference is ServeInferenceAt's work: it answers the call and fills x in as it goes.
+func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialect, at Placement, x *exchange) {
+	arrival := x.arrival
 	if s.draining.Load() {
 		writeError(w, d, errShuttingDown)
-		s.metrics.observe(route, errShuttingDown.status, arrival, 0)
+		x.status = errShuttingDown.status
 		return
 	}
 	var key *keys.Key
 	var keyHeader string
 	if s.opts.RequireAPIKeys && !at.OwnAuth {
-		if key, keyHeader = s.authorize(w, r, d, arrival); key == nil {
-			s.metrics.observe(route, http.StatusUnauthorized, arrival, 0)
+		sw := &statusWriter{ResponseWriter: w}
+		if key, keyHeader = s.authorize(sw, r, d, arrival); key == nil {
+			x.status = sw.status // 401, or 503 while the key store is down; 0 if the client left
 			return
 		}
+		x.keyID = key.ID
 	}
 	br := s.bodyReader(w, r)
 	defer br.release()
 	body, err := br.read()
 	if err != nil {
-		s.metrics.observe(route, s.refuseBody(w, r, d, err), arrival, 0)
+		x.status = s.refuseBody(w, r, d, err)
 		return
 	}
 	f, err := parseInference(body)
@@ -74,6 +82,7 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 	req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
 	req.route = routeOf(r.URL.Path)
 	req.dispatched = br.release
+	x.id, x.model, x.stream = req.ID, f.Model, f.Stream
 	if keyHeader != "" {
 		req.Header.Del(keyHeader)
 	}
@@ -81,20 +90,21 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 		err = s.wishes(req, r, f.options, key)
 	}
 	if err != nil {
-		s.metrics.observe(route, s.refuseBody(w, r, d, err), arrival, 0)
+		x.status = s.refuseBody(w, r, d, err)
 		return
 	}
 	asked := f.Model
 	if at.Pool != "" && at.Model != "" {
 		asked = at.Model
 	}
+	x.model = asked
 	if req.prompt != nil {
 		defer prompts.Put(req.prompt)
 	}
 	if key != nil {
 		if no := s.admit(r.Context(), key, asked, arrival); no != nil {
 			writeError(w, d, no)
-			s.metrics.observe(route, no.status, arrival, 0)
+			x.status = no.status
 			return
 		}
 	}
@@ -119,10 +129,9 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 			req.askedUsage, out.stripUsage = !clientAsked, !clientAsked
 		}
 	}
-	s.serveChain(r.Context(), req, at, walk(asked, allowedChain(key, chain)), out)
-	s.metrics.observe(route, out.status, arrival, out.ttfb)
+	s.serveChain(r.Context(), req, at, walk(asked, allowedChain(key, chain)), out, x)
 	s.account(r.Context(), req, key, asked, out)
-	s.logRequest(r, req, out)
+	x.answered(out)
 }
 
 // prompts and parsers are reused across requests: reading a prompt's blocks allocates nothing
@@ -209,6 +218,7 @@ func (s *Server) ServePassThrough(w http.ResponseWriter, r *http.Request, pool s
 	arrival := time.Now()
 	if s.draining.Load() {
 		writeError(w, OpenAI, errShuttingDown)
+		s.logAccess(w, r, &exchange{arrival: arrival, status: errShuttingDown.status})
 		return
 	}
 	req := s.newRequest(r, OpenAI, arrival)
@@ -216,7 +226,10 @@ func (s *Server) ServePassThrough(w http.ResponseWriter, r *http.Request, pool s
 	req.stream = &streamedBody{r: r.Body, rc: http.NewResponseController(w), rate: s.opts.BodyLimits.MinRate, start: arrival}
 	req.streamLength = r.ContentLength
 	out := newResponder(w, OpenAI, 0, arrival)
-	s.serveChain(r.Context(), req, Placement{Pool: pool}, nil, out)
+	x := exchange{arrival: arrival, id: req.ID}
+	s.serveChain(r.Context(), req, Placement{Pool: pool}, nil, out, &x)
+	x.answered(out)
+	s.logAccess(w, r, &x)
 }
 
 func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Request {
@@ -263,8 +276,8 @@ func (s *Server) choosePool(names []string, model string) *Pool {
 
 // serveChain takes req down models, its chain, until one answers or a failure may not move
 // it on: a request moves to the next model only before any byte reached the client. With
-// models nil (a pass-through) it is served from at.Pool alone.
-func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placement, models []string, out *responder) {
+// models nil (a pass-through) it is served from at.Pool alone. x learns the pools it went to.
+func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placement, models []string, out *responder, x *exchange) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	ctx, cancel := context.WithCancelCause(clientCtx)
@@ -292,7 +305,7 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 	}
 	if models == nil {
 		pool := s.pool(at.Pool)
-		if err := s.run(ctx, req, pool, out); err != nil {
+		if err := s.run(ctx, req, pool, out, x); err != nil {
 			fail(pool, err)
 		}
 		return
@@ -313,7 +326,7 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 		out.where.served, out.where.from = model, ""
 		if i > 0 {
 			reason := fallbackReason(last)
-			s.metrics.fallbacks.WithLabelValues(reason).Inc()
+			s.metrics.fallbacks.WithLabelValues(s.poolConf.names.label(models[i-1]), reason).Inc()
 			s.log.Debug("moving to the next model of the chain", "request_id", req.ID, "from", models[i-1], "to", model,
 				"reason", reason, "err", last)
 			if err := req.retarget(model); err != nil {
@@ -328,7 +341,7 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 		if pool == nil {
 			err = errNoProvider(req.Model)
 		} else {
-			err = s.run(ctx, req, pool, out)
+			err = s.run(ctx, req, pool, out, x)
 		}
 		switch {
 		case err == nil:
@@ -405,10 +418,12 @@ func fallbackReason(err error) string {
 // of the target before the first byte, requeue at the front (at most maxRequeues times); a
 // 429 or 5xx (held, not written) or a broken call gets one more try on another target that is
 // free at once. It returns nil once the client was answered, else the failure, unwritten.
-func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *responder) error {
+// Every target handed over from the queue observes the wait in the queue-wait histogram.
+func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *responder, x *exchange) error {
 	if pool == nil {
 		return errNoProvider(req.Model)
 	}
+	x.pool = pool.name
 	var queueDeadline time.Time
 	if s.opts.QueueTimeout > 0 {
 		queueDeadline = req.arrival.Add(s.opts.QueueTimeout)
@@ -419,13 +434,16 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *respond
 		m := retry
 		if m == nil {
 			var err error
-			m, err = pool.acquire(ctx, req, req.requeues > 0, queueDeadline)
+			var waited time.Duration
+			m, waited, err = pool.acquire(ctx, req, req.requeues > 0, queueDeadline)
 			if err != nil {
 				if errors.Is(err, errNoReplica) && req.requeues > 0 {
 					err = errAllRefused // every replica we tried refused, and none is left
 				}
 				return err
 			}
+			s.metrics.queueWait.WithLabelValues(pool.name).Observe(waited.Seconds())
+			x.queued += waited
 		}
 		retry = nil
 		if req.dispatched != nil {
@@ -604,12 +622,25 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(body)
 }
 
-// logRequest writes the per-request debug line; the level check keeps it free when off.
-func (s *Server) logRequest(r *http.Request, req *Request, out *responder) {
-	if !s.log.Enabled(r.Context(), slog.LevelDebug) {
-		return
-	}
-	s.log.Debug("request", "request_id", req.ID, "route", r.URL.Path, "model", req.Model, "stream", req.Streaming,
-		"status", out.status, "requeues", req.requeues, "ttfb_ms", out.ttfb.Milliseconds(),
-		"duration_ms", time.Since(req.arrival).Milliseconds(), "bytes", out.streamed)
+// statusWriter remembers the status an answer was written with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
 }
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

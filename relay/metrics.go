@@ -22,10 +22,21 @@ type metrics struct {
 	bodyErrors       *prometheus.CounterVec
 	authFailures     *prometheus.CounterVec
 	fallbacks        *prometheus.CounterVec
+	queueWait        *prometheus.HistogramVec
 	genAI            *genAI
 }
 
 var latencyBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// queueWaitBuckets span a free target (0, in the first bucket) to the longest queue timeouts.
+var queueWaitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60}
+
+// The bounded label values of the reason and kind counters, each started at zero so that a
+// dashboard's rate() has a series before the first event.
+var (
+	bodyErrorReasons = []string{"malformed", "truncated", "timeout", "too_large", "over_budget", "client_gone", "invalid"}
+	authFailureKinds = []string{"worker", "admin", "circuit", "api_key"}
+)
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{
@@ -54,8 +65,19 @@ func newMetrics(s *Server) *metrics {
 		}, []string{"kind"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "modelrelay_fallbacks_total",
-			Help: "Requests moved to the next model of their chain, by reason (no_pool, down, queue_full, too_slow, target_failed).",
-		}, []string{"reason"}),
+			Help: "Requests moved to the next model of their chain, by the model they left (configured or registered names, else other) and reason (no_pool, down, queue_full, too_slow, target_failed).",
+		}, []string{"model", "reason"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "modelrelay_queue_wait_seconds",
+			Help:    "Time a request waited in a pool's queue before it got a target (0 when one was free), by pool; observed each time a target is handed over.",
+			Buckets: queueWaitBuckets,
+		}, []string{"pool"}),
+	}
+	for _, reason := range bodyErrorReasons {
+		m.bodyErrors.WithLabelValues(reason)
+	}
+	for _, kind := range authFailureKinds {
+		m.authFailures.WithLabelValues(kind)
 	}
 	bodiesHeld := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "modelrelay_request_body_bytes_held",
@@ -76,7 +98,7 @@ func newMetrics(s *Server) *metrics {
 	m.genAI = newGenAI(m.registry)
 	m.registry.MustRegister(usagePending, usageDropped, usageFailures)
 	m.registry.MustRegister(bodiesHeld, m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures, m.fallbacks,
-		poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.queueWait, poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

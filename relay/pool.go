@@ -459,12 +459,14 @@ func (p *Pool) withdraw(req *Request) bool {
 // acquire finds a member for req, queueing it when none is free, until the queue deadline,
 // the request deadline or ctx ends the wait.
 //
-// The request timeout is not its business: it arrives as ctx's cause.
-func (p *Pool) acquire(ctx context.Context, req *Request, requeue bool, queueDeadline time.Time) (*member, error) {
+// The request timeout is not its business: it arrives as ctx's cause. waited is how long req
+// stood in the queue before it got m (0 when a member was free at once), for the metrics.
+func (p *Pool) acquire(ctx context.Context, req *Request, requeue bool, queueDeadline time.Time) (m *member, waited time.Duration, err error) {
 	m, queued, err := p.enter(req, requeue)
 	if !queued {
-		return m, err
+		return m, 0, err
 	}
+	queuedAt := time.Now()
 	var expired <-chan time.Time
 	if !queueDeadline.IsZero() {
 		t := time.NewTimer(time.Until(queueDeadline))
@@ -473,23 +475,23 @@ func (p *Pool) acquire(ctx context.Context, req *Request, requeue bool, queueDea
 	}
 	select {
 	case h := <-req.handoff:
-		return h.m, h.err
+		return h.m, time.Since(queuedAt), h.err
 	case <-ctx.Done():
 		err = context.Cause(ctx)
 	case <-expired:
 		err = errQueueTimeout
 	}
 	if p.withdraw(req) {
-		return nil, err
+		return nil, 0, err
 	}
 	h := <-req.handoff
 	if h.m != nil && err == errQueueTimeout {
-		return h.m, h.err // it got a target in the same instant: better served than refused
+		return h.m, time.Since(queuedAt), h.err // it got a target in the same instant: better served than refused
 	}
 	if h.m != nil {
 		p.release(h.m, outcomeNone, 0)
 	}
-	return nil, err
+	return nil, 0, err
 }
 
 // release frees the slot a request held on m for served, with what the attempt said about

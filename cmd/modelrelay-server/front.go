@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"net/http"
 	"net/netip"
 	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"modelrelay/ingress"
 	"modelrelay/reconcile"
@@ -21,6 +25,12 @@ type front struct {
 	circuits *reconcile.Applier
 	verifier ingress.Verifier
 	trusted  []netip.Prefix
+
+	// rejections counts the requests ingress refused, by ingress.Reasons. It is registered
+	// on the relay's registry by the first request (a scrape of /metrics is one), each
+	// reason at zero, so that rate() has a series from the start.
+	rejectionsOnce sync.Once
+	rejections     *prometheus.CounterVec
 }
 
 // inferencePaths are the calls the relay parses ({model, stream}); everything else on a
@@ -43,6 +53,7 @@ func inferenceCall(r *http.Request) (relay.Dialect, bool) {
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.rejectionsOnce.Do(f.countRejections)
 	res := f.router.Resolve(ingress.Host(r, f.trusted))
 	switch res.Kind {
 	case ingress.HostCircuit:
@@ -50,7 +61,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case ingress.HostAggregation:
 		f.serveByModel(w, r, false)
 	case ingress.HostUnknown:
-		res.Problem().ServeHTTP(w, r)
+		f.refuse(w, r, res.Problem())
 	default:
 		f.serveByModel(w, r, true)
 	}
@@ -63,7 +74,7 @@ func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.
 			// A token that does not open this circuit is a guess: its answer waits its turn.
 			f.relay.WrongCredential(r.Context(), "circuit", ip.String())
 		}
-		p.ServeHTTP(w, r)
+		f.refuse(w, r, p)
 		return
 	}
 	if d, ok := inferenceCall(r); ok {
@@ -76,6 +87,34 @@ func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.
 		return
 	}
 	f.relay.ServePassThrough(w, r, c.Pool)
+}
+
+// refuse answers a request ingress turned away, counting it by reason.
+func (f *front) refuse(w http.ResponseWriter, r *http.Request, p *ingress.Problem) {
+	if reason := p.Reason(); reason != "" && f.rejections != nil {
+		f.rejections.WithLabelValues(reason).Inc()
+	}
+	p.ServeHTTP(w, r)
+}
+
+// countRejections registers the rejection counter (front is built without a constructor, in
+// workermode.go; ServeHTTP calls this once).
+func (f *front) countRejections() {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelrelay_ingress_rejections_total",
+		Help: "Requests refused at ingress in AppProxy mode, by reason (unknown_subdomain, client_ip_not_allowed, missing_token, unsupported_scheme, invalid_token, expired_token, token_mismatch).",
+	}, []string{"reason"})
+	if err := f.relay.Registry().Register(c); err != nil {
+		var dup prometheus.AlreadyRegisteredError
+		if !errors.As(err, &dup) {
+			return // cannot happen with a valid name; counting is not worth failing requests for
+		}
+		c = dup.ExistingCollector.(*prometheus.CounterVec)
+	}
+	for _, reason := range ingress.Reasons() {
+		c.WithLabelValues(reason)
+	}
+	f.rejections = c
 }
 
 // serveByModel answers on hosts that route by model: the circuits this caller may use (public
