@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"net/url"
-	"strings"
+	"os"
 	"time"
 
 	"github.com/knadh/koanf/providers/confmap"
@@ -29,6 +29,7 @@ type Config struct {
 	DrainTimeout           time.Duration
 	LogLevel               string // debug, info, warn or error
 	LogFormat              string // text or json
+	AccessLog              bool   // one info line per request
 	AdminToken             string // "" = admin routes answer 403
 	RequireAPIKeys         bool   // inference routes ask for a client API key
 	DatabaseURL            string // PostgreSQL for keys and usage; "" = in memory
@@ -164,6 +165,7 @@ var settings = []setting{
 	{key: "drain_timeout", flag: "drain-timeout", env: "DRAIN_TIMEOUT_SECS"},
 	{key: "log_level", flag: "log-level", env: "LOG_LEVEL"},
 	{key: "log_format", flag: "log-format", env: "LOG_FORMAT"},
+	{key: "access_log", flag: "access-log", env: "ACCESS_LOG", boolean: true},
 	{key: "admin_token", flag: "admin-token", env: "MODELRELAY_ADMIN_TOKEN"},
 	{key: "require_api_keys", flag: "require-api-keys", env: "MODELRELAY_REQUIRE_API_KEYS", boolean: true},
 	{key: "database_url", flag: "database-url", env: "DATABASE_URL"},
@@ -229,6 +231,7 @@ func defaultValues() map[string]any {
 		"drain_timeout":                  30 * time.Second,
 		"log_level":                      "info",
 		"log_format":                     "text",
+		"access_log":                     true,
 		"require_api_keys":               false,
 		"key_cache_ttl":                  5 * time.Second,
 		"usage_max_pending":              100000,
@@ -270,10 +273,21 @@ func defaultValues() map[string]any {
 // LoadConfig builds the configuration from command-line args (without the program name),
 // the environment and the config file. Warnings are returned even when err is non-nil: an
 // unknown (misspelled) key often explains the error, so print them first. err is errHelp or
-// errVersion when the caller should print that and exit 0; otherwise it is one line. Nothing
-// is written to stderr today (flag errors come back in err, ending in "see --help"); it is
-// part of the signature so that the caller's wiring need not change if that ever changes.
+// errVersion when the caller should print that and exit 0; otherwise it names every problem
+// found, one line each ("config: <key>: <what>"). Nothing is written to stderr today (flag
+// errors come back in err, ending in "see --help"); it is part of the signature so that the
+// caller's wiring need not change if that ever changes.
+//
+// getenv cannot list the environment, which the warning about unknown MODELRELAY_* and
+// APPPROXY_* variables needs, so the names come from os.Environ; a name counts only when
+// getenv has a value for it, so a caller's own getenv (a test's) still decides what is set.
 func LoadConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, []string, error) {
+	return loadConfig(args, getenv, os.Environ())
+}
+
+// loadConfig is LoadConfig with the environment's names given: environ holds NAME=value
+// entries, of which only the names are read.
+func loadConfig(args []string, getenv func(string) string, environ []string) (Config, []string, error) {
 	flags, configPath, err := parseFlags(args)
 	if err != nil {
 		return Config{}, nil, err
@@ -286,19 +300,19 @@ func LoadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	if err := k.Load(confmap.Provider(defaultValues(), "."), nil); err != nil {
 		return Config{}, nil, fmt.Errorf("config: defaults: %w", err)
 	}
-	var warnings []string
+	var p problems
+	var file configFile
 	explicit := map[string]bool{}
 	if configPath != "" {
-		fileMap, fileWarnings, err := readConfigFile(configPath, getenv)
-		warnings = append(warnings, fileWarnings...)
-		if err != nil {
-			return Config{}, warnings, err
+		if file, err = readConfigFile(configPath, getenv, &p); err != nil {
+			return Config{}, file.warnings, err
 		}
-		markExplicit(explicit, "", fileMap)
-		if err := k.Load(confmap.Provider(fileMap, ""), nil); err != nil {
-			return Config{}, warnings, fmt.Errorf("config: %s: %w", configPath, err)
+		markExplicit(explicit, "", file.values)
+		if err := k.Load(confmap.Provider(file.values, ""), nil); err != nil {
+			return Config{}, file.warnings, fmt.Errorf("config: %s: %w", configPath, err)
 		}
 	}
+	warnings := append(file.warnings, unknownEnvWarnings(environ, getenv, file.vars)...)
 	for _, layer := range []map[string]any{envValues(getenv), flags} {
 		for key := range layer {
 			explicit[key] = true
@@ -308,13 +322,11 @@ func LoadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 		}
 	}
 
-	cfg, err := decodeConfig(k)
-	if err != nil {
-		return Config{}, warnings, err
-	}
+	cfg := decodeConfig(k, &p)
 	cfg.ConfigFile = configPath
 	cfg.applyDerivedDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg.validate(&p)
+	if err := p.err(); err != nil {
 		return Config{}, warnings, err
 	}
 	return cfg, append(warnings, cfg.warnings(explicit)...), nil
@@ -357,23 +369,6 @@ func parseFlags(args []string) (map[string]any, string, error) {
 		}
 	})
 	return set, *configPath, nil
-}
-
-// envValues reads the environment. An empty variable counts as unset, as most shells and
-// orchestrators cannot tell the two apart.
-func envValues(getenv func(string) string) map[string]any {
-	out := map[string]any{}
-	for _, s := range settings {
-		if v := getenv(s.env); v != "" {
-			out[s.key] = v
-		}
-	}
-	for _, key := range appProxyKeys {
-		if v := getenv("APPPROXY_" + strings.ToUpper(key)); v != "" {
-			out["appproxy."+key] = v
-		}
-	}
-	return out
 }
 
 func markExplicit(explicit map[string]bool, prefix string, m map[string]any) {

@@ -12,18 +12,15 @@ import (
 	"github.com/knadh/koanf/v2"
 )
 
-// decoder converts merged koanf values into typed fields, keeping the first error so that
-// the operator sees one line naming one key.
+// decoder converts merged koanf values into typed fields. A value that does not decode is
+// recorded in p and left at its zero value, and decoding goes on, so that every bad key is
+// named at once.
 type decoder struct {
 	get func(key string) any
-	err error
+	p   *problems
 }
 
-func (d *decoder) fail(key, format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...))
-	}
-}
+func (d *decoder) fail(key, format string, args ...any) { d.p.add(key, format, args...) }
 
 // shown renders a rejected value; strings are quoted so blanks and typos are visible.
 func shown(v any) string {
@@ -238,8 +235,9 @@ func parsePrefix(s string) (netip.Prefix, bool) {
 	return p.Masked(), true
 }
 
-func decodeConfig(k *koanf.Koanf) (Config, error) {
-	d := &decoder{get: k.Get}
+// decodeConfig reads every setting, recording the ones that do not decode in p.
+func decodeConfig(k *koanf.Koanf, p *problems) Config {
+	d := &decoder{get: k.Get, p: p}
 	c := Config{
 		Listen:                 d.str("listen"),
 		WorkerSecret:           d.str("worker_secret"),
@@ -277,16 +275,13 @@ func decodeConfig(k *koanf.Koanf) (Config, error) {
 		PrefixMinMatch:         d.float("prefix_min_match"),
 		PrefixCacheEntries:     d.int("prefix_cache_entries"),
 		PriorityAging:          d.duration("priority_aging"),
+		AccessLog:              d.boolean("access_log"),
 		Demo:                   d.boolean("demo"),
 		AppProxy:               decodeAppProxy(d),
+		Backends:               decodeBackends(d, k.Get("backends")),
+		Fallbacks:              decodeFallbacks(d, k.Get("fallbacks")),
 	}
-	if d.err == nil {
-		c.Backends = decodeBackends(d, k.Get("backends"))
-	}
-	if d.err == nil {
-		c.Fallbacks = decodeFallbacks(d, k.Get("fallbacks"))
-	}
-	return c, d.err
+	return c
 }
 
 func decodeAppProxy(d *decoder) AppProxyConfig {
@@ -336,7 +331,7 @@ func decodeBackends(d *decoder, v any) []BackendConfig {
 			return nil
 		}
 		prefix := fmt.Sprintf("backends[%d].", i)
-		bd := &decoder{get: func(key string) any { return m[strings.TrimPrefix(key, prefix)] }, err: d.err}
+		bd := &decoder{get: func(key string) any { return m[strings.TrimPrefix(key, prefix)] }, p: d.p}
 		b := BackendConfig{
 			Name:          bd.str(prefix + "name"),
 			URL:           bd.str(prefix + "url"),
@@ -349,7 +344,6 @@ func decodeBackends(d *decoder, v any) []BackendConfig {
 		if _, set := m["weight"]; set {
 			b.Weight = bd.float(prefix + "weight")
 		}
-		d.err = bd.err
 		out = append(out, b)
 	}
 	return out
@@ -369,45 +363,50 @@ func decodeFallbacks(d *decoder, v any) map[string][]string {
 	}
 	out := make(map[string][]string, len(m))
 	for _, model := range sortedKeys(m) { // sorted: the same file always names the same key
-		key := fallbackKey(model)
-		if strings.TrimSpace(model) == "" {
-			d.fail("fallbacks", "a model name is empty")
-			return nil
-		}
-		if model != strings.TrimSpace(model) {
-			d.fail(key, "model name has leading or trailing blanks")
-			return nil
-		}
-		var items []any
-		switch x := m[model].(type) {
-		case string:
-			for _, s := range strings.Split(x, ",") {
-				items = append(items, s)
-			}
-		case []any:
-			items = x
-		default:
-			d.fail(key, "must be a list of model names")
-			return nil
-		}
-		chain := make([]string, 0, len(items))
-		for i, e := range items {
-			s, ok := e.(string)
-			if !ok {
-				d.fail(fmt.Sprintf("%s[%d]", key, i), "must be a string")
-				return nil
-			}
-			if s = strings.TrimSpace(s); s == "" {
-				d.fail(fmt.Sprintf("%s[%d]", key, i), "must not be empty")
-				return nil
-			}
-			chain = append(chain, s)
-		}
-		if len(chain) > 0 { // an empty list: no chain for this model
-			out[model] = chain
+		if chain, ok := decodeChain(d, model, m[model]); ok && len(chain) > 0 {
+			out[model] = chain // an empty list: no chain for this model
 		}
 	}
 	return out
+}
+
+// decodeChain reads one model's chain; ok is false when it was recorded as a problem.
+func decodeChain(d *decoder, model string, v any) (chain []string, ok bool) {
+	key := fallbackKey(model)
+	if strings.TrimSpace(model) == "" {
+		d.fail("fallbacks", "a model name is empty")
+		return nil, false
+	}
+	if model != strings.TrimSpace(model) {
+		d.fail(key, "model name has leading or trailing blanks")
+		return nil, false
+	}
+	var items []any
+	switch x := v.(type) {
+	case string:
+		for _, s := range strings.Split(x, ",") {
+			items = append(items, s)
+		}
+	case []any:
+		items = x
+	default:
+		d.fail(key, "must be a list of model names")
+		return nil, false
+	}
+	chain = make([]string, 0, len(items))
+	for i, e := range items {
+		s, ok := e.(string)
+		if !ok {
+			d.fail(fmt.Sprintf("%s[%d]", key, i), "must be a string")
+			return nil, false
+		}
+		if s = strings.TrimSpace(s); s == "" {
+			d.fail(fmt.Sprintf("%s[%d]", key, i), "must not be empty")
+			return nil, false
+		}
+		chain = append(chain, s)
+	}
+	return chain, true
 }
 
 // fallbackKey names a chain in messages: fallbacks.<model>, quoted when the name holds

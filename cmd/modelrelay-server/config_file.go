@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,12 +15,21 @@ import (
 	"github.com/knadh/koanf/v2"
 )
 
+// configFile is what readConfigFile found in the file.
+type configFile struct {
+	values   map[string]any
+	warnings []string // unknown keys
+	vars     []string // the environment variables its values interpolate, sorted
+}
+
 // readConfigFile parses the file (TOML for *.toml, YAML otherwise), expands ${ENV_VAR} in
-// values, drops nulls (an empty value means "use the default") and reports unknown keys.
-func readConfigFile(path string, getenv func(string) string) (map[string]any, []string, error) {
+// values, drops nulls (an empty value means "use the default") and reports unknown keys. A
+// value that cannot be expanded and a section of the wrong kind are recorded in p and left
+// out; err is for a file that cannot be read or parsed at all.
+func readConfigFile(path string, getenv func(string) string, p *problems) (configFile, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("config: read config file: %w", err)
+		return configFile{}, fmt.Errorf("config: read config file: %w", err)
 	}
 	var parser koanf.Parser = yaml.Parser()
 	if strings.EqualFold(filepath.Ext(path), ".toml") {
@@ -27,17 +37,12 @@ func readConfigFile(path string, getenv func(string) string) (map[string]any, []
 	}
 	fk := koanf.New(".")
 	if err := fk.Load(rawbytes.Provider(b), parser); err != nil {
-		return nil, nil, fmt.Errorf("config: %s: %s", path, oneLine(err.Error()))
+		return configFile{}, fmt.Errorf("config: %s: %s", path, oneLine(err.Error()))
 	}
-	raw, err := expandValues("", normalizeMaps(fk.Raw()), getenv)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, _ := raw.(map[string]any)
-	if err := checkShape(m); err != nil {
-		return nil, nil, err
-	}
-	return m, unknownKeyWarnings(path, m), nil
+	x := expander{getenv: getenv, p: p, vars: map[string]bool{}}
+	m, _ := x.values("", normalizeMaps(fk.Raw())).(map[string]any)
+	checkShape(m, p)
+	return configFile{values: m, warnings: unknownKeyWarnings(path, m), vars: slices.Sorted(maps.Keys(x.vars))}, nil
 }
 
 func oneLine(s string) string {
@@ -80,72 +85,89 @@ func normalizeMaps(v any) any {
 	return v
 }
 
-// checkShape rejects sections of the wrong kind before koanf merges them away silently.
-func checkShape(m map[string]any) error {
+// checkShape rejects sections of the wrong kind before koanf merges them away silently; a
+// rejected section is left out, so that the rest can still be checked.
+func checkShape(m map[string]any, p *problems) {
 	if v, ok := m["appproxy"]; ok {
 		if _, ok := v.(map[string]any); !ok {
-			return errors.New("config: appproxy: must be a mapping")
+			p.add("appproxy", "must be a mapping")
+			delete(m, "appproxy")
 		}
 	}
 	if v, ok := m["fallbacks"]; ok {
 		if _, ok := v.(map[string]any); !ok {
-			return errors.New("config: fallbacks: must be a mapping (model: [alternate, ...])")
+			p.add("fallbacks", "must be a mapping (model: [alternate, ...])")
+			delete(m, "fallbacks")
 		}
 	}
 	if v, ok := m["backends"]; ok {
 		list, ok := v.([]any)
 		if !ok {
-			return errors.New("config: backends: must be a list")
+			p.add("backends", "must be a list")
+			delete(m, "backends")
+			return
 		}
 		for i, e := range list {
 			if _, ok := e.(map[string]any); !ok {
-				return fmt.Errorf("config: backends[%d]: must be a mapping", i)
+				p.add(fmt.Sprintf("backends[%d]", i), "must be a mapping")
+				delete(m, "backends")
+				return
 			}
 		}
 	}
-	return nil
 }
 
-// expandValues replaces ${NAME} in every string value (never in keys). path names the value
-// in error messages.
-func expandValues(path string, v any, getenv func(string) string) (any, error) {
+// expander replaces ${NAME} in every string value (never in keys), remembering the names it
+// looked up. A value that cannot be expanded is recorded in p under its key and dropped.
+type expander struct {
+	getenv func(string) string
+	p      *problems
+	vars   map[string]bool
+}
+
+// values expands v in place; path names it in problems. It returns nil for a string that
+// could not be expanded, which its parent then drops.
+func (x *expander) values(path string, v any) any {
 	join := func(key string) string {
 		if path == "" {
 			return key
 		}
 		return path + "." + key
 	}
-	switch x := v.(type) {
+	switch v := v.(type) {
 	case string:
-		s, err := expandString(x, getenv)
+		s, err := x.expand(v)
 		if err != nil {
-			return nil, fmt.Errorf("config: %s: %w", path, err)
+			x.p.add(path, "%v", err)
+			return nil
 		}
-		return s, nil
+		return s
 	case map[string]any:
-		for _, key := range sortedKeys(x) { // sorted: the same file always names the same key
-			out, err := expandValues(join(key), x[key], getenv)
-			if err != nil {
-				return nil, err
+		for _, key := range sortedKeys(v) { // sorted: the same file always names the same key
+			if out := x.values(join(key), v[key]); out != nil {
+				v[key] = out
+			} else {
+				delete(v, key)
 			}
-			x[key] = out
 		}
 	case []any:
-		for i, e := range x {
-			out, err := expandValues(fmt.Sprintf("%s[%d]", path, i), e, getenv)
-			if err != nil {
-				return nil, err
+		for i, e := range v {
+			// A list element cannot be dropped without shifting its neighbours' indexes in
+			// later messages; an empty string is what decoders of lists skip or refuse.
+			if out := x.values(fmt.Sprintf("%s[%d]", path, i), e); out != nil {
+				v[i] = out
+			} else {
+				v[i] = ""
 			}
-			x[i] = out
 		}
 	}
-	return v, nil
+	return v
 }
 
-// expandString substitutes ${NAME}; "$${" is a literal "${" and any other "$" is kept, so
+// expand substitutes ${NAME}; "$${" is a literal "${" and any other "$" is kept, so
 // secrets that merely contain a dollar sign survive. An unset or empty variable is an error:
 // starting with an empty secret would be worse than not starting.
-func expandString(s string, getenv func(string) string) (string, error) {
+func (x *expander) expand(s string) (string, error) {
 	var b strings.Builder
 	for {
 		i := strings.Index(s, "${")
@@ -168,7 +190,8 @@ func expandString(s string, getenv func(string) string) (string, error) {
 		if !isEnvName(name) {
 			return "", fmt.Errorf("invalid variable reference %q (want ${NAME})", s[i:i+end+1])
 		}
-		val := getenv(name)
+		x.vars[name] = true
+		val := x.getenv(name)
 		if val == "" {
 			return "", fmt.Errorf("environment variable %s is not set", name)
 		}
@@ -237,11 +260,12 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
-// closestKey suggests a known key within a small edit distance of a misspelling.
+// closestKey suggests a known key (or variable) within a small edit distance of a
+// misspelling, ignoring case.
 func closestKey(key string, known []string) string {
 	best, bestDist := "", 4
 	for _, k := range known {
-		if d := editDistance(strings.ToLower(key), k); d < bestDist {
+		if d := editDistance(strings.ToLower(key), strings.ToLower(k)); d < bestDist {
 			best, bestDist = k, d
 		}
 	}

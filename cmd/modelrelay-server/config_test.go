@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +69,7 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		DrainTimeout:       30 * time.Second,
 		LogLevel:           "info",
 		LogFormat:          "text",
+		AccessLog:          true,
 		KeyCacheTTL:        5 * time.Second,
 		UsageMaxPending:    100000,
 		MaxBodyBytes:       33554432,
@@ -137,6 +139,10 @@ func TestPrecedence(t *testing.T) {
 			vals:    layers{"false", "true", "false"},
 			get:     func(c Config) any { return c.RequireAPIKeys },
 			fileVal: false, envVal: true, flagVal: false, defaultVal: false},
+		{key: "access_log", flag: "access-log", env: "ACCESS_LOG",
+			vals:    layers{"false", "true", "false"},
+			get:     func(c Config) any { return c.AccessLog },
+			fileVal: false, envVal: true, flagVal: false, defaultVal: true},
 		{key: "worker_secret", flag: "worker-secret", env: "WORKER_SECRET",
 			vals:    layers{"flag-secret", "env-secret", "file-secret"},
 			get:     func(c Config) any { return c.WorkerSecret },
@@ -354,7 +360,7 @@ api_key = "sk-file-key"
 	want := Config{
 		Listen: "0.0.0.0:9000", WorkerSecret: "ws", Provider: "local", MaxQueueLen: 7,
 		QueueTimeout: 90 * time.Second, RequestTimeout: 300 * time.Second, DrainTimeout: 30 * time.Second,
-		LogLevel: "info", LogFormat: "text", KeyCacheTTL: 5 * time.Second, UsageMaxPending: 100000,
+		LogLevel: "info", LogFormat: "text", AccessLog: true, KeyCacheTTL: 5 * time.Second, UsageMaxPending: 100000,
 		MaxBodyBytes: 33554432, MaxModelsPerWorker: 256,
 		MaxStreamBytes: 10737418240, BodyReadTimeout: 30 * time.Second, BodyMinRate: 4096, BodyBudgetBytes: 256 << 20,
 		MaxFrameBytes:    64 << 20,
@@ -644,7 +650,8 @@ func TestValidationErrors(t *testing.T) {
 		{"reconcile zero", enabled("reconcile_interval", "0s"), `config: appproxy.reconcile_interval: must be positive`},
 		{"health zero", enabled("health_check_interval", "0"), `config: appproxy.health_check_interval: must be positive`},
 		{"route concurrency", enabled("route_max_concurrent", "-1"), `config: appproxy.route_max_concurrent: must not be negative, got -1`},
-		{"tls without cert", enabled("tls_listen", "true"), `config: appproxy.tls_cert: required when appproxy.tls_listen is true`},
+		{"tls without cert or key", enabled("tls_listen", "true"), "config: appproxy.tls_cert: required when appproxy.tls_listen is true\n" +
+			"config: appproxy.tls_key: required when appproxy.tls_listen is true"},
 		{"tls without key", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_TLS_LISTEN": "1", "APPPROXY_TLS_CERT": cert}}, `config: appproxy.tls_key: required when appproxy.tls_listen is true`},
 		{"tls key missing file", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_TLS_LISTEN": "on", "APPPROXY_TLS_CERT": cert, "APPPROXY_TLS_KEY": filepath.Join(dir, "nope.pem")}}, `config: appproxy.tls_key: stat ` + filepath.Join(dir, "nope.pem") + `: no such file or directory`},
 		{"tls ok", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_TLS_LISTEN": "yes", "APPPROXY_TLS_CERT": cert, "APPPROXY_TLS_KEY": cert}}, ""},
@@ -656,6 +663,26 @@ func TestValidationErrors(t *testing.T) {
 		{"stray argument", loadCase{args: []string{"--require-api-keys", "false"}}, `config: unexpected argument "false" (boolean flags take --flag=false; see --help)`},
 		{"yaml syntax", file("listen: [\n"), "config: "},
 		{"missing file", loadCase{env: map[string]string{envConfigFile: filepath.Join(dir, "none.yaml")}}, `config: read config file: open ` + filepath.Join(dir, "none.yaml") + `: no such file or directory`},
+
+		// Every problem at once, one line each, in the order of the settings table whichever
+		// layer set the value and whichever check found it.
+		{"three at once", loadCase{file: "log_level: verbose\nqueue_timeout: abc\n", args: []string{"--listen=localhost"}},
+			"config: listen: invalid address \"localhost\" (want host:port)\n" +
+				"config: queue_timeout: invalid duration \"abc\" (want e.g. 30s, 5m or a number of seconds)\n" +
+				"config: log_level: unknown level \"verbose\" (want debug, info, warn or error)"},
+		{"every unset variable", file("admin_token: ${NO_ADMIN}\nworker_secret: ${NO_WORKER}\nappproxy:\n  enabled: true\n  api_secret: ${NO_API}\n" +
+			"  coordinator_url: http://c:1\n  jwt_secret: j\n  hostname: h\n  wildcard_domain: .m.example\n  redis_url: redis://r:6379\n"),
+			"config: worker_secret: environment variable NO_WORKER is not set\n" +
+				"config: admin_token: environment variable NO_ADMIN is not set\n" +
+				"config: appproxy.api_secret: environment variable NO_API is not set"},
+		{"a bad value is named once", file("max_body_bytes: lots\nbreaker_cooldown: soon\n"),
+			"config: max_body_bytes: invalid integer \"lots\"\nconfig: breaker_cooldown: invalid duration \"soon\" (want e.g. 30s, 5m or a number of seconds)"},
+		{"every bad backend field", file("backends: [{url: 'ftp://a', weight: 0}, {name: b, dialects: [gemini]}]"),
+			"config: backends[0].url: invalid URL \"ftp://a\" (want http:// or https://)\n" +
+				"config: backends[0].weight: must be positive, got 0\n" +
+				"config: backends[1].url: required\n" +
+				"config: backends[1].dialects: unknown API family \"gemini\" (want openai, anthropic or auto)"},
+		{"flag errors stop at once", loadCase{args: []string{"--listn=x", "--queue-timeout=abc"}}, `config: flag provided but not defined: -listn (see --help)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -670,8 +697,10 @@ func TestValidationErrors(t *testing.T) {
 				t.Fatalf("no error, want %q", tc.want)
 			}
 			msg := err.Error()
-			if strings.Contains(msg, "\n") {
-				t.Errorf("error spans lines: %q", msg)
+			for _, line := range strings.Split(msg, "\n") {
+				if !strings.HasPrefix(line, "config: ") {
+					t.Errorf("error line %q does not start with \"config: \"", line)
+				}
 			}
 			if tc.want == "config: " {
 				if !strings.HasPrefix(msg, tc.want) {
@@ -750,6 +779,120 @@ func TestUnknownKeyWarningSurvivesError(t *testing.T) {
 	}
 	if len(warns) != 1 || !strings.Contains(warns[0], `"appproxy.api_secert" ignored (did you mean "api_secret"?)`) {
 		t.Errorf("warnings %q", warns)
+	}
+}
+
+// TestUnknownEnvWarnings: a set MODELRELAY_* or APPPROXY_* variable that names no setting is
+// warned about like an unknown file key, with a suggestion; variables the file interpolates,
+// unprefixed ones and ones the caller's getenv does not see are not.
+func TestUnknownEnvWarnings(t *testing.T) {
+	env := map[string]string{
+		"MODELRELAY_ADMIN_TOKN":              "a", // a typo of MODELRELAY_ADMIN_TOKEN
+		"APPPROXY_API_SECRT":                 "b", // of APPPROXY_API_SECRET
+		"MODELRELAY_WORKER_SECRET":           "c", // a prefixed WORKER_SECRET
+		"MODELRELAY_SOMETHING_ELSE_ENTIRELY": "d",
+		"MODELRELAY_FILE_SECRET":             "e", // interpolated by the file below
+		"MODELRELAY_ADMIN_TOKEN":             "f",
+		"MODELRELAY_PPROF":                   "127.0.0.1:0",
+		"APPPROXY_HOSTNAME":                  "h",
+		"WORKER_SECERT":                      "g", // unprefixed: other programs' names
+	}
+	names := append(environ(env), "MODELRELAY_NOT_SEEN=1") // getenv has no value for it
+	_, warns, err := loadCase{}.loadWith(t, env, names, "worker_secret: ${MODELRELAY_FILE_SECRET}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`config: environment: unknown variable "APPPROXY_API_SECRT" ignored (did you mean "APPPROXY_API_SECRET"?)`,
+		`config: environment: unknown variable "MODELRELAY_ADMIN_TOKN" ignored (did you mean "MODELRELAY_ADMIN_TOKEN"?)`,
+		`config: environment: unknown variable "MODELRELAY_SOMETHING_ELSE_ENTIRELY" ignored`,
+		`config: environment: unknown variable "MODELRELAY_WORKER_SECRET" ignored (did you mean "WORKER_SECRET"?)`,
+	}
+	// The appproxy keys set while appproxy.enabled is false are warned about after these.
+	if len(warns) < len(want) || !slices.Equal(warns[:len(want)], want) {
+		t.Errorf("warnings\n got %q\nwant %q first", warns, want)
+	}
+
+	// The warning comes even when the configuration is refused: the typo often explains it.
+	env = map[string]string{"MODELRELAY_DEM": "true", "MODELRELAY_DEMO": "maybe"}
+	_, warns, err = loadConfig(nil, func(k string) string { return env[k] }, environ(env))
+	if err == nil || len(warns) != 1 || !strings.Contains(warns[0], `"MODELRELAY_DEM" ignored (did you mean "MODELRELAY_DEMO"?)`) {
+		t.Errorf("err %v, warnings %q", err, warns)
+	}
+
+	// LoadConfig takes the names from the process environment, the values from getenv.
+	t.Setenv("MODELRELAY_REQUIRE_API_KEY", "true")
+	if _, warns, _ := LoadConfig(nil, os.Getenv, &bytes.Buffer{}); !slices.ContainsFunc(warns, func(w string) bool {
+		return strings.Contains(w, `"MODELRELAY_REQUIRE_API_KEY" ignored (did you mean "MODELRELAY_REQUIRE_API_KEYS"?)`)
+	}) {
+		t.Errorf("LoadConfig with os.Getenv: warnings %q", warns)
+	}
+	if _, warns, _ := LoadConfig(nil, func(string) string { return "" }, &bytes.Buffer{}); slices.ContainsFunc(warns, func(w string) bool {
+		return strings.Contains(w, "MODELRELAY_REQUIRE_API_KEY")
+	}) {
+		t.Errorf("a variable getenv does not see was warned about: %q", warns)
+	}
+}
+
+// loadWith loads file (if any) with getenv reading env and the names in environ.
+func (lc loadCase) loadWith(t *testing.T, env map[string]string, environ []string, file string) (Config, []string, error) {
+	t.Helper()
+	args := lc.args
+	if file != "" {
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append([]string{"--config", path}, args...)
+	}
+	return loadConfig(args, func(k string) string { return env[k] }, environ)
+}
+
+// TestConfigProblemsPrintedAtOnce: the process prints every problem, each on its own line
+// naming its key, and exits 1.
+func TestConfigProblemsPrintedAtOnce(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"--listen=localhost", "--queue-timeout=abc", "--log-level=verbose"},
+		func(string) string { return "" }, &stdout, &stderr)
+	if code != 1 || stdout.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q", code, stdout.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	want := []string{"listen: ", "queue_timeout: ", "log_level: "}
+	if len(lines) != len(want) {
+		t.Fatalf("stderr %q, want %d lines", stderr.String(), len(want))
+	}
+	for i, key := range want {
+		if !strings.HasPrefix(lines[i], "modelrelay-server: config: "+key) {
+			t.Errorf("line %d %q does not name %s", i+1, lines[i], key)
+		}
+	}
+}
+
+// TestConfiguredLoggerWritesReadableDurations: durations appear as Go duration text in both
+// formats (slog's JSON handler would write nanoseconds), inside groups too.
+func TestConfiguredLoggerWritesReadableDurations(t *testing.T) {
+	var buf bytes.Buffer
+	newLogger(Config{LogFormat: "json", LogLevel: "info"}, &buf).Info("drained",
+		"took", 1500*time.Millisecond, slog.Group("queue", slog.Duration("wait", 2*time.Minute)), "n", 3)
+	var line struct {
+		Took  any `json:"took"`
+		Queue struct {
+			Wait any `json:"wait"`
+		} `json:"queue"`
+		N any `json:"n"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("%v: %s", err, buf.String())
+	}
+	if line.Took != "1.5s" || line.Queue.Wait != "2m0s" || line.N != 3.0 {
+		t.Errorf("JSON line %s: took %v, queue.wait %v, n %v", buf.String(), line.Took, line.Queue.Wait, line.N)
+	}
+
+	buf.Reset()
+	newLogger(Config{LogFormat: "text", LogLevel: "info"}, &buf).Info("drained", "took", 1500*time.Millisecond)
+	if !strings.Contains(buf.String(), " took=1.5s") {
+		t.Errorf("text line %q", buf.String())
 	}
 }
 
@@ -963,6 +1106,13 @@ func TestConfigWiresRelayOptions(t *testing.T) {
 		opts.SlowStart != 30*time.Second {
 		t.Errorf("defaults: Breaker = %+v, WorkerGrace = %v, SlowStart = %v", opts.Breaker, opts.WorkerGrace, opts.SlowStart)
 	}
+	if !opts.AccessLog {
+		t.Error("defaults: AccessLog off, want on")
+	}
+	off, _ := mustLoad(t, loadCase{args: []string{"--access-log=false"}})
+	if relayOptions(off, slog.New(slog.DiscardHandler), nil).AccessLog {
+		t.Error("--access-log=false: AccessLog still on")
+	}
 }
 
 // TestConfigWiresScheduling: the scheduling settings reach relay.Options.Scheduling; a
@@ -1014,7 +1164,8 @@ func TestRedisSentinel(t *testing.T) {
 }
 
 // FuzzConfigFile feeds arbitrary YAML to the loader: whatever a file holds, the decoder must
-// answer with a config or one-line error, never a panic.
+// answer with a config or an error of one line per problem, each naming its key, never a
+// panic.
 func FuzzConfigFile(f *testing.F) {
 	f.Add([]byte(validAppProxyYAML))
 	f.Add([]byte("backends: [{url: 'http://a:1', models: [x, {y: 1}]}]\n"))
@@ -1029,35 +1180,106 @@ func FuzzConfigFile(f *testing.F) {
 			t.Fatal(err)
 		}
 		_, _, err := LoadConfig([]string{"--config", path}, func(k string) string { return "" }, &bytes.Buffer{})
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Errorf("multi-line error: %q", err)
+		if err == nil {
+			return
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if key, _, ok := strings.Cut(strings.TrimPrefix(line, "config: "), ": "); !strings.HasPrefix(line, "config: ") || !ok || key == "" {
+				t.Errorf("error line %q names no key (whole error %q)", line, err)
+			}
 		}
 	})
 }
 
-// TestExampleConfigs keeps configs/ loadable, free of unknown keys, and the YAML and TOML
-// standalone examples equivalent.
+// TestExampleConfigs keeps every sample in configs/ loadable as shipped: it starts with no
+// environment at all, or its header's "# Environment:" line names exactly the variables it
+// interpolates, and with those set (to anything) it loads and validates without a warning;
+// with none set, the error names each of them. It also keeps the YAML and TOML standalone
+// examples equivalent.
 func TestExampleConfigs(t *testing.T) {
-	env := map[string]string{
-		"MODELRELAY_WORKER_SECRET":       "w",
-		"MODELRELAY_ADMIN_TOKEN":         "a",
-		"MODELRELAY_APPPROXY_API_SECRET": "api",
-		"MODELRELAY_APPPROXY_JWT_SECRET": "jwt",
+	paths, _ := filepath.Glob(filepath.Join("..", "..", "configs", "*.yaml"))
+	tomls, _ := filepath.Glob(filepath.Join("..", "..", "configs", "*.toml"))
+	paths = append(paths, tomls...)
+	if len(paths) < 3 {
+		t.Fatalf("found only %q in configs/", paths)
 	}
 	loaded := map[string]Config{}
-	for _, name := range []string{"standalone.yaml", "standalone.toml", "appproxy.yaml"} {
-		path := filepath.Join("..", "..", "configs", name)
-		cfg, warns, err := LoadConfig([]string{"--config", path}, func(k string) string { return env[k] }, &bytes.Buffer{})
+	for _, path := range paths {
+		name := filepath.Base(path)
+		header := headerVariables(t, path)
+
+		var p problems
+		file, err := readConfigFile(path, func(string) string { return "set" }, &p)
+		if err != nil || p.err() != nil {
+			t.Fatalf("%s: %v %v", name, err, p.err())
+		}
+		if !slices.Equal(header, file.vars) {
+			t.Errorf("%s: the header's \"# Environment:\" line names %q, the file interpolates %q", name, header, file.vars)
+		}
+
+		env := map[string]string{}
+		for _, v := range header {
+			env[v] = "dummy-" + strings.ToLower(v)
+		}
+		cfg, warns, err := loadConfig([]string{"--config", path}, func(k string) string { return env[k] }, environ(env))
 		if err != nil || len(warns) != 0 {
-			t.Fatalf("%s: err %v, warnings %q", name, err, warns)
+			t.Errorf("%s with %q set: err %v, warnings %q", name, header, err, warns)
+			continue
 		}
 		cfg.ConfigFile = ""
 		loaded[name] = cfg
+
+		if len(header) == 0 {
+			continue
+		}
+		_, _, err = loadConfig([]string{"--config", path}, func(string) string { return "" }, nil)
+		var lines []string
+		if err != nil {
+			lines = strings.Split(err.Error(), "\n")
+		}
+		if len(lines) != len(header) {
+			t.Errorf("%s with nothing set: want one line per variable %q, got %v", name, header, err)
+		}
+		for _, v := range header {
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasSuffix(l, "environment variable "+v+" is not set") }) {
+				t.Errorf("%s with nothing set: %s is not named in %v", name, v, err)
+			}
+		}
 	}
 	if !reflect.DeepEqual(loaded["standalone.yaml"], loaded["standalone.toml"]) {
 		t.Errorf("standalone examples differ:\nyaml %+v\ntoml %+v", loaded["standalone.yaml"], loaded["standalone.toml"])
 	}
-	if a := loaded["appproxy.yaml"].AppProxy; !a.Enabled || a.APISecret != "api" || a.JWTSecret != "jwt" {
+	if a := loaded["appproxy.yaml"].AppProxy; !a.Enabled || a.APISecret == "" || a.JWTSecret == "" || a.APISecret == a.JWTSecret {
 		t.Errorf("appproxy example: %+v", a)
 	}
+}
+
+// headerVariables reads the names on the "# Environment:" line of the file's leading comment
+// block, sorted; none when there is no such line.
+func headerVariables(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break // the header ends at the first line that is not a comment
+		}
+		if rest, ok := strings.CutPrefix(line, "# Environment:"); ok {
+			names = append(names, strings.FieldsFunc(rest, func(r rune) bool { return r == ',' || r == ' ' })...)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// environ renders env as os.Environ does.
+func environ(env map[string]string) []string {
+	var out []string
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
 }

@@ -42,18 +42,19 @@ func (c *Config) applyDerivedDefaults() {
 	}
 }
 
-func (c Config) validate() error {
+// validate records in p every value that is out of range or inconsistent with another.
+func (c Config) validate(p *problems) {
 	if err := checkHostPort(c.Listen); err != nil {
-		return fmt.Errorf("config: listen: %w", err)
+		p.add("listen", "%v", err)
 	}
 	if c.Provider == "" {
-		return errors.New("config: provider: must not be empty")
+		p.add("provider", "must not be empty")
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
-		return fmt.Errorf("config: log_level: unknown level %q (want debug, info, warn or error)", c.LogLevel)
+		p.add("log_level", "unknown level %q (want debug, info, warn or error)", c.LogLevel)
 	}
 	if !slices.Contains([]string{"text", "json"}, c.LogFormat) {
-		return fmt.Errorf("config: log_format: unknown format %q (want text or json)", c.LogFormat)
+		p.add("log_format", "unknown format %q (want text or json)", c.LogFormat)
 	}
 	for _, limit := range []struct {
 		key string
@@ -67,88 +68,77 @@ func (c Config) validate() error {
 		{"body_read_timeout", int64(c.BodyReadTimeout)},
 	} {
 		if limit.n == 0 {
-			return fmt.Errorf("config: %s: must be positive", limit.key)
+			p.add(limit.key, "must be positive")
 		}
 	}
 	if c.DefaultMaxTokens <= 0 {
-		return fmt.Errorf("config: default_max_tokens: must be positive, got %d", c.DefaultMaxTokens)
+		p.add("default_max_tokens", "must be positive, got %d", c.DefaultMaxTokens)
 	}
 	if c.BodyMinRate < 0 {
-		return fmt.Errorf("config: body_min_rate: must not be negative, got %d", c.BodyMinRate)
+		p.add("body_min_rate", "must not be negative, got %d", c.BodyMinRate)
 	}
 	if c.BodyBudgetBytes < c.MaxBodyBytes {
-		return fmt.Errorf("config: body_budget_bytes: must be at least max_body_bytes (%d), got %d", c.MaxBodyBytes, c.BodyBudgetBytes)
+		p.add("body_budget_bytes", "must be at least max_body_bytes (%d), got %d", c.MaxBodyBytes, c.BodyBudgetBytes)
 	}
 	if c.BreakerFailures < 1 {
-		return fmt.Errorf("config: breaker_failures: must be at least 1, got %d", c.BreakerFailures)
+		p.add("breaker_failures", "must be at least 1, got %d", c.BreakerFailures)
 	}
 	if c.BreakerCooldown == 0 {
-		return errors.New("config: breaker_cooldown: must be positive")
+		p.add("breaker_cooldown", "must be positive")
 	}
 	if c.BreakerMaxCooldown < c.BreakerCooldown {
-		return fmt.Errorf("config: breaker_max_cooldown: must be at least breaker_cooldown (%s), got %s", c.BreakerCooldown, c.BreakerMaxCooldown)
+		p.add("breaker_max_cooldown", "must be at least breaker_cooldown (%s), got %s", c.BreakerCooldown, c.BreakerMaxCooldown)
 	}
-	if err := c.validateScheduling(); err != nil {
-		return err
-	}
-	if err := c.validateKeys(); err != nil {
-		return err
-	}
-	if err := validateBackends(c.Backends); err != nil {
-		return err
-	}
-	if err := validateFallbacks(c.Fallbacks); err != nil {
-		return err
-	}
-	return c.AppProxy.validate()
+	c.validateScheduling(p)
+	c.validateKeys(p)
+	checkBackends(c.Backends, p)
+	validateFallbacks(c.Fallbacks, p)
+	c.AppProxy.validate(p)
 }
 
 // validateKeys checks the client API key settings (gateway.md section 4).
-func (c Config) validateKeys() error {
+func (c Config) validateKeys(p *problems) {
 	if c.KeyCacheTTL == 0 || c.KeyCacheTTL > keys.MaxCacheTTL {
-		return fmt.Errorf("config: key_cache_ttl: must be above 0 and at most %s (how late a revocation may take effect), got %s",
+		p.add("key_cache_ttl", "must be above 0 and at most %s (how late a revocation may take effect), got %s",
 			keys.MaxCacheTTL, c.KeyCacheTTL)
 	}
 	if c.UsageMaxPending < 1 {
-		return fmt.Errorf("config: usage_max_pending: must be at least 1, got %d", c.UsageMaxPending)
+		p.add("usage_max_pending", "must be at least 1, got %d", c.UsageMaxPending)
 	}
 	if c.RedisURL != "" {
 		if _, err := redis.ParseURL(c.RedisURL); err != nil {
-			return fmt.Errorf("config: redis_url: %v", err)
+			p.add("redis_url", "%v", err)
 		}
 	}
-	if c.DatabaseURL == "" {
-		return nil
+	if c.DatabaseURL != "" {
+		u, err := url.Parse(c.DatabaseURL)
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			p.add("database_url", "must be a postgres:// or postgresql:// URL")
+		}
 	}
-	u, err := url.Parse(c.DatabaseURL)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return errors.New("config: database_url: must be a postgres:// or postgresql:// URL")
-	}
-	return nil
 }
 
 // validateScheduling checks the placement and queue-order keys (gateway.md section 3).
 // Negative durations and integers were already refused by the decoder.
-func (c Config) validateScheduling() error {
+func (c Config) validateScheduling(p *problems) {
 	if !slices.Contains(routingPolicies, c.Routing) {
-		return fmt.Errorf("config: routing: unknown policy %q (want least_load or cache_aware)", c.Routing)
+		p.add("routing", "unknown policy %q (want least_load or cache_aware)", c.Routing)
 	}
 	if c.AffinityTTL == 0 {
-		return errors.New("config: affinity_ttl: must be positive")
+		p.add("affinity_ttl", "must be positive")
 	}
 	if c.PrefixMinMatch <= 0 || c.PrefixMinMatch > 1 {
-		return fmt.Errorf("config: prefix_min_match: must be greater than 0 and at most 1, got %v", c.PrefixMinMatch)
+		p.add("prefix_min_match", "must be greater than 0 and at most 1, got %v", c.PrefixMinMatch)
 	}
 	if c.PrefixCacheEntries < 1 {
-		return fmt.Errorf("config: prefix_cache_entries: must be at least 1, got %d", c.PrefixCacheEntries)
+		p.add("prefix_cache_entries", "must be at least 1, got %d", c.PrefixCacheEntries)
 	}
 	if c.PrefixCacheEntries > maxPrefixCacheEntries {
-		return fmt.Errorf("config: prefix_cache_entries: must be at most %d, got %d", maxPrefixCacheEntries, c.PrefixCacheEntries)
+		p.add("prefix_cache_entries", "must be at most %d, got %d", maxPrefixCacheEntries, c.PrefixCacheEntries)
 	}
 	if c.PriorityAging == 0 {
-		return errors.New("config: priority_aging: must be positive")
+		p.add("priority_aging", "must be positive")
 	}
-	return nil
 }
 
 // checkHostPort wants host:port with a numeric port; the host may be empty (all interfaces).
@@ -163,27 +153,35 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
+// validateBackends is checkBackends on its own: nil, or every problem of the list.
 func validateBackends(backends []BackendConfig) error {
+	var p problems
+	checkBackends(backends, &p)
+	return p.err()
+}
+
+func checkBackends(backends []BackendConfig, p *problems) {
 	names := map[string]int{}
 	for i, b := range backends {
+		key := func(field string) string { return fmt.Sprintf("backends[%d].%s", i, field) }
 		if err := checkHTTPURL(b.URL); err != nil {
-			return fmt.Errorf("config: backends[%d].url: %w", i, err)
+			p.add(key("url"), "%v", err)
 		}
 		if prev, dup := names[b.Name]; dup {
-			return fmt.Errorf("config: backends[%d].name: %q is already used by backends[%d]", i, b.Name, prev)
+			p.add(key("name"), "%q is already used by backends[%d]", b.Name, prev)
+		} else {
+			names[b.Name] = i
 		}
-		names[b.Name] = i
 		if b.Weight <= 0 {
-			return fmt.Errorf("config: backends[%d].weight: must be positive, got %v", i, b.Weight)
+			p.add(key("weight"), "must be positive, got %v", b.Weight)
 		}
 		if _, err := parseDialects(b.Dialects); err != nil {
-			return fmt.Errorf("config: backends[%d].dialects: %w", i, err)
+			p.add(key("dialects"), "%v", err)
 		}
 		if err := checkAPIKey(b.APIKey); err != nil {
-			return fmt.Errorf("config: backends[%d].api_key: %w", i, err)
+			p.add(key("api_key"), "%v", err)
 		}
 	}
-	return nil
 }
 
 // checkAPIKey wants the bare key: it goes into a header as is. Never echoes the value.
@@ -200,21 +198,19 @@ func checkAPIKey(key string) error {
 }
 
 // validateFallbacks checks each chain as a whole: it is walked once, so naming its own model
-// or one model twice is a mistake. Errors name fallbacks.<model>.
-func validateFallbacks(chains map[string][]string) error {
+// or one model twice is a mistake. Problems name fallbacks.<model>.
+func validateFallbacks(chains map[string][]string, p *problems) {
 	for _, model := range slices.Sorted(maps.Keys(chains)) { // the same file always names the same key
 		seen := map[string]bool{}
 		for _, alt := range chains[model] {
 			if alt == model {
-				return fmt.Errorf("config: %s: the chain lists %s itself", fallbackKey(model), strconv.Quote(model))
-			}
-			if seen[alt] {
-				return fmt.Errorf("config: %s: %s is listed twice", fallbackKey(model), strconv.Quote(alt))
+				p.add(fallbackKey(model), "the chain lists %s itself", strconv.Quote(model))
+			} else if seen[alt] {
+				p.add(fallbackKey(model), "%s is listed twice", strconv.Quote(alt))
 			}
 			seen[alt] = true
 		}
 	}
-	return nil
 }
 
 // parseDialects reads a backend's dialects list: openai and/or anthropic, or auto (= empty).
@@ -279,10 +275,8 @@ func checkRedisURL(raw string) error {
 
 // validate checks every value that is set; the settings worker mode cannot start without
 // are required only when it is enabled.
-func (a AppProxyConfig) validate() error {
-	fail := func(key, format string, args ...any) error {
-		return fmt.Errorf("config: appproxy.%s: %s", key, fmt.Sprintf(format, args...))
-	}
+func (a AppProxyConfig) validate(p *problems) {
+	fail := func(key, format string, args ...any) { p.add("appproxy."+key, format, args...) }
 	if a.Enabled {
 		required := []struct{ key, val string }{
 			{"coordinator_url", a.CoordinatorURL}, {"api_secret", a.APISecret},
@@ -294,42 +288,41 @@ func (a AppProxyConfig) validate() error {
 		}
 		for _, r := range required {
 			if r.val == "" {
-				return fail(r.key, "required when appproxy.enabled is true")
+				fail(r.key, "required when appproxy.enabled is true")
 			}
 		}
 		if a.APIPort == 0 {
-			return fail("api_port", "required: the listen port is 0")
+			fail("api_port", "required: the listen port is 0")
 		}
 	}
 	if a.CoordinatorURL != "" {
 		if err := checkHTTPURL(a.CoordinatorURL); err != nil {
-			return fail("coordinator_url", "%v", err)
+			fail("coordinator_url", "%v", err)
 		}
 	}
 	if a.RedisURL != "" {
 		if err := checkRedisURL(a.RedisURL); err != nil {
-			return fail("redis_url", "%v", err)
+			fail("redis_url", "%v", err)
 		}
 	}
 	if a.WildcardDomain != "" {
 		if !strings.HasPrefix(a.WildcardDomain, ".") {
-			return fail("wildcard_domain", "must start with a dot")
-		}
-		if !isDNSName(a.WildcardDomain[1:]) {
-			return fail("wildcard_domain", "invalid domain %q", a.WildcardDomain)
+			fail("wildcard_domain", "must start with a dot")
+		} else if !isDNSName(a.WildcardDomain[1:]) {
+			fail("wildcard_domain", "invalid domain %q", a.WildcardDomain)
 		}
 	}
 	for _, h := range a.AggregationHosts {
 		if _, err := netip.ParseAddr(h); err != nil && !isDNSName(h) {
-			return fail("aggregation_hosts", "invalid host %q (want a bare host name, no scheme or port)", h)
+			fail("aggregation_hosts", "invalid host %q (want a bare host name, no scheme or port)", h)
 		}
 	}
 	// api_port 0 is allowed while worker mode is off (a listen port of 0 is fine then).
 	if a.APIPort > 65535 {
-		return fail("api_port", "must be a port number 1-65535, got %d", a.APIPort)
+		fail("api_port", "must be a port number 1-65535, got %d", a.APIPort)
 	}
 	if a.WildcardTrafficPort == 0 || a.WildcardTrafficPort > 65535 {
-		return fail("wildcard_traffic_port", "must be a port number 1-65535, got %d", a.WildcardTrafficPort)
+		fail("wildcard_traffic_port", "must be a port number 1-65535, got %d", a.WildcardTrafficPort)
 	}
 	for _, period := range []struct {
 		key string
@@ -340,25 +333,23 @@ func (a AppProxyConfig) validate() error {
 		{"health_check_interval", a.HealthCheckInterval},
 	} {
 		if period.d == 0 {
-			return fail(period.key, "must be positive")
+			fail(period.key, "must be positive")
 		}
 	}
-	return a.validateTLS()
+	a.validateTLS(p)
 }
 
-func (a AppProxyConfig) validateTLS() error {
+func (a AppProxyConfig) validateTLS(p *problems) {
 	if !a.TLSListen {
-		return nil
+		return
 	}
 	for _, f := range []struct{ key, path string }{{"tls_cert", a.TLSCert}, {"tls_key", a.TLSKey}} {
 		if f.path == "" {
-			return fmt.Errorf("config: appproxy.%s: required when appproxy.tls_listen is true", f.key)
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			return fmt.Errorf("config: appproxy.%s: %w", f.key, err)
+			p.add("appproxy."+f.key, "required when appproxy.tls_listen is true")
+		} else if _, err := os.Stat(f.path); err != nil {
+			p.add("appproxy."+f.key, "%v", err)
 		}
 	}
-	return nil
 }
 
 // isDNSName accepts letters, digits and hyphens in labels of 1-63 bytes, 253 bytes in all.
@@ -442,6 +433,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("database", urlShown(c.DatabaseURL)),
 		slog.Duration("key_cache_ttl", c.KeyCacheTTL),
 		slog.String("shared_limits", urlShown(c.RedisURL)),
+		slog.Bool("access_log", c.AccessLog),
 		slog.Int("max_queue_len", c.MaxQueueLen),
 		slog.Duration("queue_timeout", c.QueueTimeout),
 		slog.Duration("request_timeout", c.RequestTimeout),

@@ -121,6 +121,9 @@ Logging:
                                  env LOG_LEVEL, default info
   --log-format FORMAT            text or json
                                  env LOG_FORMAT, default text
+  --access-log                   one info line per request (route, model, pool, target,
+                                 status, timings, tokens); --access-log=false turns it off
+                                 env ACCESS_LOG, default true
 
 Admin:
   --admin-token TOKEN            bearer token for /admin/* (unset: admin answers 403)

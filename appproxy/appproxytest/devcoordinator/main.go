@@ -6,7 +6,12 @@
 //	                            "open_to_public":true,"app":"","allowed_client_ips":null}
 //	DELETE /dev/circuits/{id}
 //
-// Created circuits are published as real events on Redis and the call waits for the ack.
+// Created circuits are published as real events on Redis and the call waits for the ack. The
+// answer is {"id": ..., "circuit": {...}, "acked": true}, plus "token" for a private circuit
+// (open_to_public false, the default): the HS256 circuit token its clients present, signed
+// with -jwt-secret, which must equal the worker's APPPROXY_JWT_SECRET.
+//
+// `devcoordinator token [-jwt-secret S] CIRCUIT_ID` prints such a token for any circuit id.
 package main
 
 import (
@@ -24,9 +29,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "token" {
+		os.Exit(runToken(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	listen := flag.String("listen", "127.0.0.1:10200", "address of the coordinator API")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis server the events go to (host:port)")
 	secret := flag.String("secret", "dev-api-secret", "api_secret workers must present")
+	jwtSecret := flag.String("jwt-secret", defaultJWTSecret, "the workers' jwt_secret, which signs the tokens of private circuits")
 	host, _ := os.Hostname()
 	authority := flag.String("authority", host, "worker authority circuits are assigned to")
 	flag.Parse()
@@ -40,13 +49,19 @@ func main() {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		ack, err := coord.CreateCircuit(r.Context(), *authority, circuit, protocol.FormatArgs)
+		answer, err := created(circuit, *jwtSecret, time.Now())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		ack, err := coord.CreateCircuit(r.Context(), *authority, answer.Circuit, protocol.FormatArgs)
 		if err != nil {
 			http.Error(w, "no ack: "+err.Error(), http.StatusGatewayTimeout)
 			return
 		}
+		answer.Acked = ack != nil
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"circuit": json.RawMessage(circuit), "acked": ack != nil})
+		json.NewEncoder(w).Encode(answer)
 	})
 	mux.HandleFunc("DELETE /dev/circuits/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if err := coord.RemoveCircuit(r.Context(), *authority, r.PathValue("id"), protocol.FormatArgs); err != nil {
@@ -59,6 +74,29 @@ func main() {
 	log.Fatal(http.ListenAndServe(*listen, mux))
 }
 
+// createdCircuit is the answer to POST /dev/circuits.
+type createdCircuit struct {
+	ID      string          `json:"id"`
+	Circuit json.RawMessage `json:"circuit"`
+	Acked   bool            `json:"acked"`
+	Token   string          `json:"token,omitempty"` // private circuits only
+}
+
+// created renders circuit as it is published, with a token when clients need one.
+func created(c protocol.Circuit, jwtSecret string, now time.Time) (createdCircuit, error) {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return createdCircuit{}, err
+	}
+	answer := createdCircuit{ID: c.ID, Circuit: raw}
+	if !c.OpenToPublic {
+		if answer.Token, err = circuitToken(jwtSecret, c.ID, now, tokenTTL); err != nil {
+			return createdCircuit{}, err
+		}
+	}
+	return answer, nil
+}
+
 type devRoute struct {
 	Host  string  `json:"host"`
 	Port  int     `json:"port"`
@@ -66,7 +104,7 @@ type devRoute struct {
 }
 
 // newCircuit builds a full inference circuit from the few fields a person types.
-func newCircuit(body io.Reader) (json.RawMessage, error) {
+func newCircuit(body io.Reader) (protocol.Circuit, error) {
 	var in struct {
 		Subdomain        string     `json:"subdomain"`
 		App              string     `json:"app"`
@@ -75,7 +113,7 @@ func newCircuit(body io.Reader) (json.RawMessage, error) {
 		Routes           []devRoute `json:"routes"`
 	}
 	if err := json.NewDecoder(io.LimitReader(body, 1<<20)).Decode(&in); err != nil || in.Subdomain == "" {
-		return nil, fmt.Errorf(`body must be {"subdomain": "...", "routes": [{"host": "...", "port": N}]}`)
+		return protocol.Circuit{}, fmt.Errorf(`body must be {"subdomain": "...", "routes": [{"host": "...", "port": N}]}`)
 	}
 	id := protocol.NewUUID()
 	routes := make([]protocol.Route, 0, len(in.Routes))
@@ -91,8 +129,8 @@ func newCircuit(body io.Reader) (json.RawMessage, error) {
 		sessions = append(sessions, session)
 	}
 	now := time.Now().UTC().Format("2006-01-02T15:04:05.000000Z")
-	return json.Marshal(protocol.Circuit{ID: id, App: in.App, Protocol: "http", Worker: protocol.NewUUID(),
+	return protocol.Circuit{ID: id, App: in.App, Protocol: "http", Worker: protocol.NewUUID(),
 		AppMode: protocol.AppModeInference, FrontendMode: protocol.FrontendModeWildcard, Envs: map[string]any{},
 		OpenToPublic: in.OpenToPublic, AllowedClientIPs: in.AllowedClientIPs, Subdomain: &in.Subdomain,
-		RouteInfo: routes, SessionIDs: sessions, CreatedAt: now, UpdatedAt: now})
+		RouteInfo: routes, SessionIDs: sessions, CreatedAt: now, UpdatedAt: now}, nil
 }
