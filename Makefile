@@ -3,12 +3,36 @@ GO       ?= go
 FUZZTIME ?= 15s
 BENCH    ?= .
 
-.PHONY: all build run test deps vet lint bench fuzz clean bench-compare
+## VERSION and COMMIT are stamped into both binaries (`--version` prints
+## "modelrelay-server v1.2.0 (3fd5449)"); override them to build a release from a tarball.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+VERSION := $(VERSION)
+COMMIT  := $(COMMIT)
+LDFLAGS  = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+.PHONY: all build run test deps vet lint bench fuzz clean bench-compare dist
 
 all: build
 
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+
+## dist: static binaries (CGO_ENABLED=0) of the server and the worker for each platform in
+## dist/modelrelay-VERSION-OS-ARCH/, a .tar.gz of each and their SHA256SUMS.
+DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
+SHA256SUM ?= $(shell command -v sha256sum 2>/dev/null || echo shasum -a 256)
+dist:
+	rm -rf dist
+	@set -e; for platform in $(DIST_PLATFORMS); do \
+		os=$${platform%/*}; arch=$${platform#*/}; name=modelrelay-$(VERSION)-$$os-$$arch; \
+		echo "== $$name"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" \
+			-o dist/$$name/ ./cmd/modelrelay-server ./cmd/modelrelay-worker; \
+		tar -C dist -czf dist/$$name.tar.gz $$name; \
+	done
+	cd dist && $(SHA256SUM) *.tar.gz > SHA256SUMS
+	@cat dist/SHA256SUMS
 
 ## run: the relay in standalone mode on its built-in defaults (127.0.0.1:8080).
 run:
@@ -16,8 +40,10 @@ run:
 
 ## deps: what the tests need beyond Go: a redis-server binary and the PostgreSQL server
 ## binaries (initdb, pg_ctl, postgres: tests start their own servers on random loopback ports;
-## they never touch one already running), and Node with the official client SDKs and Claude
-## Code (pinned in testdata/clients/package-lock.json).
+## they never touch one already running), Node with the official client SDKs and Claude
+## Code (pinned in testdata/clients/package-lock.json), and Chromium (the status page's
+## browser test drives it headless; any of the names below on PATH will do).
+CHROMIUM_NAMES = chromium chromium-browser google-chrome google-chrome-stable
 APT_INSTALL = SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 deps:
@@ -33,6 +59,10 @@ deps:
 		echo "node/npm not found: installing them from Debian packages"; \
 		$(APT_INSTALL) nodejs npm >/dev/null; \
 		command -v npm >/dev/null 2>&1 || { echo "could not install nodejs and npm" >&2; exit 1; }; }
+	@for name in $(CHROMIUM_NAMES); do command -v $$name >/dev/null 2>&1 && exit 0; done; \
+		echo "Chromium not found: installing it from Debian packages"; \
+		$(APT_INSTALL) chromium >/dev/null; \
+		command -v chromium >/dev/null 2>&1 || { echo "could not install chromium" >&2; exit 1; }
 	@[ testdata/clients/node_modules/.package-lock.json -nt testdata/clients/package-lock.json ] || { \
 		echo "installing the client SDKs and Claude Code (npm ci in testdata/clients)"; \
 		cd testdata/clients && npm ci --no-audit --no-fund --loglevel=error; }
@@ -67,7 +97,7 @@ fuzz:
 	done
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
 
 ## bench-compare: modelrelay vs nginx, HAProxy and Caddy in one run on this machine (installs
 ## missing tools from Debian packages); prints a Markdown table. ARGS passes flags, e.g.

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,8 +26,9 @@ import (
 	"modelrelay/relay/keys/redislimit"
 )
 
-// version is stamped at build time with -ldflags "-X main.version=…".
-var version = "0.1.0-dev"
+// version and commit are stamped at build time (make build, make dist, deploy/Dockerfile) with
+// -ldflags "-X main.version=… -X main.commit=…"; --version prints both, as the worker does.
+var version, commit = "dev", "unknown"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
@@ -44,10 +46,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprint(stdout, usageText())
 		return 0
 	case errors.Is(err, errVersion):
-		fmt.Fprintln(stdout, "modelrelay-server", version)
+		fmt.Fprintf(stdout, "modelrelay-server %s (%s)\n", version, commit)
 		return 0
 	case err != nil:
-		fmt.Fprintln(stderr, "modelrelay-server:", err)
+		// A config error may hold several problems, one per line: each gets the prefix.
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "modelrelay-server:", line)
+		}
 		return 1
 	}
 	log := newLogger(cfg, stderr)
@@ -67,11 +72,21 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 }
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
+	opts := &slog.HandlerOptions{Level: cfg.SlogLevel(), ReplaceAttr: readableDuration}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// readableDuration logs a duration as Go duration text ("1.5s"), as modelrelay-worker does:
+// slog's JSON handler would write nanoseconds, which nobody reads at a glance and which
+// differ from the text format.
+func readableDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options {
@@ -127,6 +142,7 @@ func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options 
 		Scheduling:             scheduling,
 		RequireAPIKeys:         cfg.RequireAPIKeys,
 		Keys:                   relay.KeyOptions{Store: store, CacheTTL: cfg.KeyCacheTTL, MaxPending: cfg.UsageMaxPending},
+		AccessLog:              cfg.AccessLog,
 		Version:                version,
 		Logger:                 log,
 		Timings:                relay.Timings{HealthInterval: cfg.AppProxy.HealthCheckInterval},

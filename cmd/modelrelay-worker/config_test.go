@@ -160,7 +160,7 @@ func TestRunExitCodes(t *testing.T) {
 		out, err string
 	}{
 		{"help", []string{"--help"}, nil, 0, "--worker-secret SECRET", ""},
-		{"version", []string{"--version"}, nil, 0, "modelrelay-worker dev", ""},
+		{"version", []string{"--version"}, nil, 0, "modelrelay-worker dev (unknown)\n", ""},
 		{"missing secret", nil, nil, 1, "", "modelrelay-worker: worker secret is required"},
 		{"bad flag", []string{"--nope"}, nil, 2, "", "--help"},
 		{"stray argument", []string{"extra"}, map[string]string{"WORKER_SECRET": "s"}, 2, "", "unexpected argument"},

@@ -19,8 +19,9 @@ import (
 	"modelrelay/relay/daemon"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version and commit are stamped at build time (make build, make dist, deploy/Dockerfile) with
+// -ldflags "-X main.version=… -X main.commit=…"; --version prints both, as the server does.
+var version, commit = "dev", "unknown"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -40,7 +41,7 @@ func run(signals context.Context, stopSignals func(), args []string,
 		usage(stdout)
 		return 0
 	case errors.Is(err, errVersion):
-		fmt.Fprintln(stdout, "modelrelay-worker", version)
+		fmt.Fprintf(stdout, "modelrelay-worker %s (%s)\n", version, commit)
 		return 0
 	case errors.As(err, &uerr):
 		fmt.Fprintf(stderr, "modelrelay-worker: %v (see --help)\n", err)
