@@ -5,18 +5,21 @@ package main
 // process and, for each workload and policy, the real relay with them as static backends,
 // then replays the workload (placementload.go) and compares TTFT, total time, cache hits and
 // balance. Every policy gets fresh replicas with empty caches and the same bytes on the same
-// schedule. Two workloads, because what placement can save depends on the traffic:
+// schedule. Three workloads, because what placement can save depends on the traffic:
 //
 //   - chat: an 8B-class replica and short chats, closed loop (think time after each
 //     answer), at low utilization. About 10 seconds for both policies.
 //   - agent: a 70B-class replica and agent or document-chat sessions whose prompts grow to
 //     ~30 KB, open loop (each turn due at a time fixed in advance), at ~80% of the load
 //     least_load sustains. About a minute for both policies.
+//   - doc (not run by default): the same replica near prefill saturation under chat over
+//     long documents, open loop at ~85% of least_load's prefill capacity at the schedule's
+//     busiest (placement_doc.go). About two minutes for both policies.
 //
 // The runs take simulated time at face value (no scaling): a millisecond in a parameter is a
 // millisecond on the clock.
 //
-//	go run ./cmd/modelrelay-bench placement [-workloads chat,agent] [-conversations 64]
+//	go run ./cmd/modelrelay-bench placement [-workloads chat,agent,doc] [-conversations 64]
 //	    [-turns 8] [-seed 1] [-policies least_load,cache_aware]
 //	    [-chat.think 150ms] [-agent.gap 2.6s] [-agent.per-block 4ms] ... (-h lists them all)
 
@@ -116,6 +119,10 @@ func (sc *placementScenario) register(fs *flag.FlagSet) {
 	fs.IntVar(&sh.ToolsBytes, prefix+"tools-bytes", sh.ToolsBytes, sc.name+": about this many bytes of tool definitions every request carries (0: none)")
 	fs.IntVar(&sh.UserMin, prefix+"user-min", sh.UserMin, sc.name+": shortest new user message (or tool output), bytes")
 	fs.IntVar(&sh.UserMax, prefix+"user-max", sh.UserMax, sc.name+": longest new user message (or tool output), bytes")
+	if sh.DocMax > 0 {
+		fs.IntVar(&sh.DocMin, prefix+"doc-min", sh.DocMin, sc.name+": shortest document in a conversation's first message, bytes")
+		fs.IntVar(&sh.DocMax, prefix+"doc-max", sh.DocMax, sc.name+": longest document in a conversation's first message, bytes")
+	}
 	fs.DurationVar(&sh.Stagger, prefix+"stagger", sh.Stagger, sc.name+": conversation i starts at about i × this")
 	if sh.OpenLoop {
 		fs.DurationVar(&sh.Pause, prefix+"gap", sh.Pause, sc.name+": mean time between a conversation's due times (uniform 0.5×..1.5×); a turn is sent at its due time or when the previous answer is complete")
@@ -133,6 +140,8 @@ func (sc placementScenario) validate() error {
 		return fmt.Errorf("-conversations, -turns and -%s.max-concurrent must be at least 1", sc.name)
 	case sh.SystemBytes < len(sh.Intro) || sh.ToolsBytes < 0 || sh.UserMin < 1 || sh.UserMax < sh.UserMin:
 		return fmt.Errorf("%s: -system-bytes must be at least %d, -tools-bytes at least 0, and 1 <= -user-min <= -user-max", sc.name, len(sh.Intro))
+	case sh.DocMin < 0 || sh.DocMax < sh.DocMin:
+		return fmt.Errorf("%s: want 0 <= -doc-min <= -doc-max", sc.name)
 	case sh.Stagger < 0 || sh.Pause < 0:
 		return fmt.Errorf("%s: durations must be >= 0", sc.name)
 	}
@@ -154,10 +163,10 @@ type placementOptions struct {
 
 func parsePlacementOptions(args []string, stderr io.Writer) (placementOptions, error) {
 	var o placementOptions
-	all := []placementScenario{chatScenario(), agentScenario()}
+	all := []placementScenario{chatScenario(), agentScenario(), docScenario()}
 	fs := flag.NewFlagSet("modelrelay-bench placement", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workloads := fs.String("workloads", "chat,agent", "workloads to run, in order")
+	workloads := fs.String("workloads", "chat,agent", "workloads to run, in order: chat, agent, doc")
 	conversations := fs.Int("conversations", 64, "concurrent multi-turn conversations (every workload)")
 	turns := fs.Int("turns", 8, "turns per conversation (every workload)")
 	fs.IntVar(&o.replicas, "replicas", 4, "simulated replicas")
@@ -175,7 +184,7 @@ func parsePlacementOptions(args []string, stderr io.Writer) (placementOptions, e
 	for _, name := range commaList(*workloads) {
 		i := slices.IndexFunc(all, func(sc placementScenario) bool { return sc.name == name })
 		if i < 0 {
-			return o, fmt.Errorf("-workloads: unknown workload %q (chat, agent)", name)
+			return o, fmt.Errorf("-workloads: unknown workload %q (chat, agent, doc)", name)
 		}
 		sc := all[i]
 		sc.shape.Conversations, sc.shape.Turns = *conversations, *turns
@@ -226,7 +235,8 @@ type policyResult struct {
 	policy   string
 	accepted bool // the relay did not warn that `routing` is an unknown key
 	run      placementRun
-	replicas []SimStats // counts during the workload only
+	replicas []SimStats  // counts during the workload only
+	offered  offeredLoad // prefill work that reached the replicas over their capacity
 }
 
 // scenarioResult is one workload's runs, one per policy.
@@ -323,9 +333,12 @@ func runPolicy(ctx context.Context, opts placementOptions, sc placementScenario,
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
+	var spans []prefillSpan
 	for i, s := range sims {
 		res.replicas = append(res.replicas, s.Stats().since(before[i]))
+		spans = append(spans, s.PrefillsSince(res.run.start)...)
 	}
+	res.offered = offeredPrefill(spans, len(sims), offeredWindow)
 	return res, nil
 }
 
@@ -469,8 +482,10 @@ func placementReport(opts placementOptions, results []scenarioResult) string {
 	fmt.Fprintf(&b, "## Placement: least_load vs cache_aware\n\nMachine: %s\n\n", Machine())
 	fmt.Fprintf(&b, "Every run: %d fresh simulated replicas (empty caches) behind the real relay, as static backends; "+
 		"streaming conversations without session keys; seed %d, so the same bytes on the same schedule for every policy. "+
-		"TTFT is client-side, to the first content token. Prefill busy: the replicas' prefill time over replicas × total time.\n",
-		opts.replicas, opts.seed)
+		"TTFT is client-side, to the first content token. Prefill busy: the replicas' prefill time over replicas × total time. "+
+		"Offered prefill load: prefill work that reached the replicas (at the policy's own hit ratio) over their capacity "+
+		"(one second of prefill per second each), over the arrival period and over its busiest %s.\n",
+		opts.replicas, opts.seed, offeredWindow)
 	for _, sr := range results {
 		sr.report(&b)
 	}
@@ -531,6 +546,9 @@ func (sr scenarioResult) report(b *strings.Builder) {
 	if len(w.tools) > 0 {
 		fmt.Fprintf(b, " and %d bytes of tools", len(w.tools))
 	}
+	if sh.DocMax > 0 {
+		fmt.Fprintf(b, ", a %d–%d-byte document of its own in each conversation's first message", sh.DocMin, sh.DocMax)
+	}
 	fmt.Fprintf(b, ", %d–%d new bytes per turn, %d-token answers (last prompt %.1f KB mean, %.1f KB max); starts %s apart; ",
 		sh.UserMin, sh.UserMax, sh.MaxTokens, float64(mean)/1000, float64(most)/1000, sh.Stagger)
 	if sh.OpenLoop {
@@ -541,13 +559,13 @@ func (sr scenarioResult) report(b *strings.Builder) {
 		fmt.Fprintf(b, "closed loop: %s mean think time after each answer.\n\n", sh.Pause)
 	}
 	b.WriteString("| policy | requests | failed | TTFT p50 | TTFT p99 | total time | cache hit ratio | GPU s prefilling | prefill busy " +
-		"| requests per replica | max / mean | turns that moved | turns held by the previous answer | `routing` accepted |\n" +
-		"|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|---|\n")
+		"| offered prefill load (mean / peak) | requests per replica | max / mean | turns that moved | turns held by the previous answer | `routing` accepted |\n" +
+		"|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|---|\n")
 	for _, r := range sr.policies {
 		t := r.ttfts()
-		fmt.Fprintf(b, "| %s | %d | %d | %s | %s | %.2f s | %.1f%% | %.1f | %.0f%% | %s | %.2f | %s | %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %d | %d | %s | %s | %.2f s | %.1f%% | %.1f | %.0f%% | %s | %s | %.2f | %s | %s | %s |\n",
 			r.policy, len(r.run.turns), r.run.failed, ms(percentile(t, 50)), ms(percentile(t, 99)),
-			r.run.makespan.Seconds(), 100*r.hitRatio(), r.prefillSeconds(), 100*r.prefillBusy(), r.perReplica(), r.loadRatio(),
+			r.run.makespan.Seconds(), 100*r.hitRatio(), r.prefillSeconds(), 100*r.prefillBusy(), r.offered, r.perReplica(), r.loadRatio(),
 			r.movesCell(), r.heldCell(sh.OpenLoop), yesNo(r.accepted))
 	}
 	for _, r := range sr.policies {

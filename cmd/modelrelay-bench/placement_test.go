@@ -150,7 +150,13 @@ func TestParsePlacementOptions(t *testing.T) {
 	if err != nil || len(o.scenarios) != 2 || o.scenarios[0].name != "chat" || o.scenarios[0].sim != defaultSimParams() {
 		t.Errorf("defaults: %+v, %v", o.scenarios, err)
 	}
-	for _, bad := range [][]string{{"-workloads", "batch"}, {"-agent.user-min", "0"}, {"-chat.chunk-blocks", "-1"}, {"-policies", ""}} {
+	o, err = parsePlacementOptions([]string{"-workloads", "doc", "-doc.doc-min", "1000", "-doc.doc-max", "2000"}, io.Discard)
+	if err != nil || len(o.scenarios) != 1 || o.scenarios[0].shape.DocMin != 1000 || o.scenarios[0].shape.DocMax != 2000 ||
+		!o.scenarios[0].shape.OpenLoop || o.scenarios[0].sim != agentScenario().sim {
+		t.Errorf("doc workload: %+v, %v", o.scenarios, err)
+	}
+	for _, bad := range [][]string{{"-workloads", "batch"}, {"-agent.user-min", "0"}, {"-chat.chunk-blocks", "-1"}, {"-policies", ""},
+		{"-workloads", "doc", "-doc.doc-min", "200", "-doc.doc-max", "100"}, {"-chat.doc-max", "100"}} {
 		if _, err := parsePlacementOptions(bad, io.Discard); err == nil {
 			t.Errorf("%q: accepted", bad)
 		}
@@ -212,10 +218,65 @@ func TestPlacementReport(t *testing.T) {
 		"held up by prefill for at most 32 blocks (128ms, chunked prefill)", "held up while any prefill is queued",
 		"| chat | 1.50× **not met** | 1.25× **not met** | 1.00 × mean met | 50.0% → 50.0% | 1 of 3 |",
 		"| agent | 3.00× met | 2.00× met | 1.60 × mean **not met** | 50.0% → 50.0% | 2 of 3 |",
-		"| least_load | 10 | 0 | 300.00 ms |", "| 1.0 | 10% | 5 / 5 |",
+		"| least_load | 10 | 0 | 300.00 ms |", "| 1.0 | 10% | 0% / 0% | 5 / 5 |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// The doc workload: each conversation's first message carries a document of its own before
+// its question; later turns are short questions only.
+func TestPlacementDocWorkload(t *testing.T) {
+	sh := docScenario().shape
+	sh.Conversations = 4
+	w := newPlacementWorkload(sh, 1)
+	docs := map[string]bool{}
+	for i, c := range w.chats {
+		first := c.users[0]
+		if !strings.HasPrefix(first, sh.DocLead) {
+			t.Fatalf("chat %d: first message does not start with the document's lead", i)
+		}
+		doc, question, ok := strings.Cut(strings.TrimPrefix(first, sh.DocLead), "\n\n")
+		if !ok || len(doc) < sh.DocMin || len(doc) > sh.DocMax || len(question) < sh.UserMin || len(question) > sh.UserMax {
+			t.Errorf("chat %d: document of %d bytes, question of %d (cut %v)", i, len(doc), len(question), ok)
+		}
+		docs[doc] = true
+		for turn, u := range c.users[1:] {
+			if len(u) < sh.UserMin || len(u) > sh.UserMax {
+				t.Errorf("chat %d, turn %d: %d bytes", i, turn+1, len(u))
+			}
+		}
+	}
+	if len(docs) != len(w.chats) {
+		t.Errorf("%d distinct documents in %d conversations", len(docs), len(w.chats))
+	}
+	if mean, _ := w.promptBytes(); mean < sh.DocMin {
+		t.Errorf("last prompt %d bytes on average: the document is missing from the history", mean)
+	}
+}
+
+func TestOfferedPrefill(t *testing.T) {
+	t0 := time.Now()
+	span := func(at, d time.Duration) prefillSpan { return prefillSpan{at: t0.Add(at), d: d} }
+	for _, c := range []struct {
+		name       string
+		spans      []prefillSpan
+		mean, peak float64
+	}{
+		{"none", nil, 0, 0},
+		// 1.7 s of prefill over 3 s on 2 replicas; the busiest second (0..0.5 s) holds 1.5 s.
+		{"burst then quiet", []prefillSpan{span(3*time.Second, 200*time.Millisecond), span(0, time.Second),
+			span(500*time.Millisecond, 500*time.Millisecond)}, 1.7 / 6, 0.75},
+		// A window is (t - 1 s, t]: prefills exactly a window apart are never counted together.
+		{"a window apart", []prefillSpan{span(0, time.Second), span(time.Second, time.Second), span(2*time.Second, time.Second)}, 3.0 / 4, 0.5},
+		// An arrival period shorter than the window counts as one window.
+		{"one instant", []prefillSpan{span(0, 400*time.Millisecond), span(0, 400*time.Millisecond)}, 0.4, 0.4},
+	} {
+		got := offeredPrefill(c.spans, 2, time.Second)
+		if diff := max(got.mean-c.mean, c.mean-got.mean, got.peak-c.peak, c.peak-got.peak); diff > 1e-9 {
+			t.Errorf("%s: %+v, want mean %v, peak %v", c.name, got, c.mean, c.peak)
 		}
 	}
 }

@@ -35,6 +35,8 @@ type placementShape struct {
 	SystemBytes          int           // instructions in the system message, shared by all
 	ToolsBytes           int           // tool definitions (`tools`) shared by all; 0: none
 	UserMin, UserMax     int           // bytes of each new user message
+	DocMin, DocMax       int           // a document of its own before the first question, bytes (0: none)
+	DocLead              string        // the words that introduce the document
 	Stagger              time.Duration // conversation i starts near i × Stagger
 	OpenLoop             bool
 	// Pause, closed loop: mean think time between an answer and the next turn. Open loop:
@@ -74,9 +76,18 @@ func newPlacementWorkload(shape placementShape, seed uint64) placementWorkload {
 	}
 	for i := range shape.Conversations {
 		c := chatScript{start: time.Duration(i)*shape.Stagger + randDuration(rng, 0, shape.Stagger)}
+		// Drawn only when there is a document, so a workload without one keeps its bytes.
+		var doc string
+		if shape.DocMax > 0 {
+			doc = shape.DocLead + prose(rng, shape.DocMin+rng.IntN(shape.DocMax-shape.DocMin+1)) + "\n\n"
+		}
 		at := c.start
-		for range shape.Turns {
-			c.users = append(c.users, prose(rng, shape.UserMin+rng.IntN(shape.UserMax-shape.UserMin+1)))
+		for turn := range shape.Turns {
+			user := prose(rng, shape.UserMin+rng.IntN(shape.UserMax-shape.UserMin+1))
+			if turn == 0 {
+				user = doc + user
+			}
+			c.users = append(c.users, user)
 			if shape.OpenLoop {
 				c.due = append(c.due, at)
 				at += randDuration(rng, shape.Pause/2, shape.Pause*3/2)

@@ -345,6 +345,9 @@ func (s *simServer) Addr() string { return strings.TrimPrefix(s.URL, "http://") 
 // Stats is the replica's counters now.
 func (s *simServer) Stats() SimStats { return s.Replica.Stats() }
 
+// PrefillsSince is every prefill the replica queued at or after t: when, and for how long.
+func (s *simServer) PrefillsSince(t time.Time) []prefillSpan { return s.Replica.gpu.prefillsSince(t) }
+
 // Close stops serving and ends every request in progress.
 func (s *simServer) Close() { s.srv.Close() }
 

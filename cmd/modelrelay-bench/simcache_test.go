@@ -243,3 +243,20 @@ func TestSimSSEFraming(t *testing.T) {
 		t.Errorf("content %q, want %q", content.String(), want)
 	}
 }
+
+// The GPU logs every prefill it queues, when and how long, for the offered-load figure.
+func TestSimGPUPrefillLog(t *testing.T) {
+	g := &simGPU{}
+	g.reservePrefill(3 * time.Millisecond)
+	time.Sleep(time.Millisecond) // so no clock reads the first and the second as one instant
+	mid := time.Now()
+	g.reservePrefill(5 * time.Millisecond)
+	g.reservePrefill(0)
+	got := g.prefillsSince(mid)
+	if len(got) != 2 || got[0].d != 5*time.Millisecond || got[1].d != 0 || got[0].at.Before(mid) {
+		t.Errorf("prefills since the second: %+v", got)
+	}
+	if all := g.prefillsSince(time.Time{}); len(all) != 3 || g.BusyTotal() != 8*time.Millisecond {
+		t.Errorf("%d prefills logged, %s busy", len(all), g.BusyTotal())
+	}
+}

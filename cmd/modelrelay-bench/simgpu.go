@@ -24,16 +24,30 @@ type simGPU struct {
 	mu          sync.Mutex
 	busyUntil   time.Time     // end of the last prefill queued; the GPU is prefilling until then
 	busyTotal   time.Duration // prefill time reserved so far, for /stats
+	log         []prefillSpan // the first maxPrefillLog prefills, for the benchmark's offered load
 	stallDecode bool
 	chunk       time.Duration // with stallDecode: the longest a decode step waits (0: no bound)
 }
+
+// prefillSpan is one prefill as it reached the GPU: when it was queued and how long it runs.
+type prefillSpan struct {
+	at time.Time
+	d  time.Duration
+}
+
+// maxPrefillLog bounds the log of a long-running replica; a benchmark run queues far fewer.
+const maxPrefillLog = 1 << 16
 
 // reservePrefill queues a prefill of length d behind the ones already queued and returns
 // when it will finish.
 func (g *simGPU) reservePrefill(d time.Duration) time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	start := time.Now()
+	now := time.Now()
+	if len(g.log) < maxPrefillLog {
+		g.log = append(g.log, prefillSpan{at: now, d: d})
+	}
+	start := now
 	if g.busyUntil.After(start) {
 		start = g.busyUntil
 	}
@@ -85,6 +99,19 @@ func (g *simGPU) BusyTotal() time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.busyTotal
+}
+
+// prefillsSince is a copy of the logged prefills queued at or after t, in order.
+func (g *simGPU) prefillsSince(t time.Time) []prefillSpan {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []prefillSpan
+	for _, s := range g.log {
+		if !s.at.Before(t) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // sleepUntil returns at t, or early with ctx's error.
