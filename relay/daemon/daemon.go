@@ -170,7 +170,7 @@ func (d *Daemon) connect(ctx context.Context, connectURL string, log *slog.Logge
 		case <-dctx.Done():
 		}
 	}()
-	models := d.resolveModels(dctx, log)
+	models, discovered := d.resolveModels(dctx, log)
 	conn, err := d.dial(dctx, connectURL)
 	if err != nil {
 		return sessionEnd{err: err, refused: errors.Is(err, errSecretRefused)}
@@ -183,7 +183,8 @@ func (d *Daemon) connect(ctx context.Context, connectURL string, log *slog.Logge
 		cfg: d.cfg, log: log, backend: d.backend, conn: conn,
 		out: newOutbox(conn, d.cfg.WriteTimeout, d.cfg.MaxFrameBytes), flights: newFlights(),
 		slots: d.slots, stopping: d.stopping, models: models,
-		refresh: func(ctx context.Context) []string { return d.resolveModels(ctx, log) },
+		refresh:    func(ctx context.Context) ([]string, bool) { return d.resolveModels(ctx, log) },
+		rediscover: !discovered,
 	}
 	if len(d.relays) > 1 {
 		s.slotWait, s.notify, s.stale = slotWait, d.loadChanged, make(chan struct{}, 1)
@@ -247,20 +248,21 @@ const closeAuthFailed = "worker authentication failed"
 // hintSecretRefused is the one ERROR line a refused secret gets.
 const hintSecretRefused = "the relay refused the worker secret: check --worker-secret / WORKER_SECRET and the relay's worker_secret"
 
-// resolveModels returns the configured models, or with "*" the backend's own list (falling
-// back to "*" itself, which the server routes every model to).
-func (d *Daemon) resolveModels(ctx context.Context, log *slog.Logger) []string {
+// resolveModels returns the configured models, or with "*" the backend's own list. When the
+// backend does not answer it falls back to "*" itself (which the server routes every model to)
+// and reports discovered false, so the session keeps trying (discoverLater).
+func (d *Daemon) resolveModels(ctx context.Context, log *slog.Logger) (models []string, discovered bool) {
 	if !hasWildcard(d.cfg.Models) {
-		return d.cfg.Models
+		return d.cfg.Models, true
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.DiscoveryLimit)
 	defer cancel()
 	ids, err := d.backend.models(ctx)
 	if err != nil {
-		log.Warn("model discovery failed, registering the wildcard", "error", err)
-		return d.cfg.Models
+		log.Warn("model discovery failed, registering the wildcard; retrying in the background", "error", err)
+		return d.cfg.Models, false
 	}
-	return ids
+	return ids, true
 }
 
 // redact hides any password in a URL before it reaches a log line.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,5 +310,33 @@ func TestRustFramesAgainstSeveralRelays(t *testing.T) {
 	backend.release <- struct{}{}
 	if rc, _ := b.complete(t, "b-1"); rc.StatusCode != 200 {
 		t.Fatalf("b-1 = %d", rc.StatusCode)
+	}
+}
+
+// A wildcard worker whose backend did not answer discovery at connect registers "*", keeps
+// asking in the background, and advertises the real models once the backend answers.
+func TestFailedDiscoveryIsRetriedInTheBackground(t *testing.T) {
+	var up atomic.Bool
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[{"id":"llama-3-8b"},{"id":"qwen-7b"}]}`)
+	}))
+	t.Cleanup(backend.Close)
+	p := newPeer(t)
+	cfg := testConfig(p, backend.URL)
+	cfg.Models = []string{"*"}
+	start(t, cfg)
+	c, reg := p.registered(t)
+	if strings.Join(reg.Models, ",") != "*" {
+		t.Fatalf("registered %v with the backend down; want the wildcard", reg.Models)
+	}
+	up.Store(true)
+	upd := expect[protocol.ModelsUpdate](t, c) // the first retry comes after rediscoverMin
+	if got := strings.Join(upd.Models, ","); got != "llama-3-8b,qwen-7b" {
+		t.Fatalf("advertised %q once the backend answered; want its models", got)
 	}
 }

@@ -42,7 +42,9 @@ type session struct {
 	slots    *slots          // the daemon's, shared with its other sessions
 	slotWait time.Duration   // how long a request may wait for a slot (0 = refuse at once)
 	stopping <-chan struct{} // closed by Daemon.Shutdown
-	refresh  func(context.Context) []string
+	refresh  func(context.Context) (models []string, discovered bool)
+	// rediscover: model discovery failed at connect, so discoverLater keeps trying.
+	rediscover bool
 	// notify tells the daemon this session took or freed a slot, so the other sessions report
 	// the new load to their servers (nil with one relay).
 	notify func(*session)
@@ -73,6 +75,9 @@ func (s *session) run(ctx context.Context) sessionEnd {
 	}
 	if s.notify != nil {
 		s.wg.Go(func() { s.reportLoad(sctx) })
+	}
+	if s.rediscover {
+		s.wg.Go(func() { s.discoverLater(sctx) })
 	}
 	readErr := s.read(sctx)
 	cancel(readErr)
@@ -180,10 +185,41 @@ func (s *session) answerRefresh(ctx context.Context) {
 	select {
 	case <-s.stopping:
 	default:
-		models = s.refresh(ctx)
+		models, _ = s.refresh(ctx)
 	}
 	if err := s.advertise(ctx, models); err != nil {
 		s.log.Debug("models_update not sent", "error", err)
+	}
+}
+
+// Background discovery after a failed one at connect: the first retry after
+// rediscoverMin, doubling up to rediscoverMax.
+const (
+	rediscoverMin = 2 * time.Second
+	rediscoverMax = time.Minute
+)
+
+// discoverLater asks the backend for its models again until it answers, then advertises them
+// in place of the wildcard it registered with. A backend that starts after the daemon (a model
+// still loading) is then served by name, and listed by the server's /v1/models.
+func (s *session) discoverLater(ctx context.Context) {
+	for wait := rediscoverMin; ; wait = min(2*wait, rediscoverMax) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stopping:
+			return
+		case <-time.After(wait):
+		}
+		models, ok := s.refresh(ctx)
+		if !ok || s.flights.isDraining() {
+			continue
+		}
+		if err := s.advertise(ctx, models); err != nil {
+			return
+		}
+		s.log.Info("model discovery succeeded: advertising the backend's models", "models", models)
+		return
 	}
 }
 
