@@ -32,9 +32,6 @@ func (p *problems) add(key, format string, args ...any) {
 	p.list = append(p.list, problem{key: key, msg: fmt.Sprintf(format, args...)})
 }
 
-// has reports whether key already has a problem.
-func (p *problems) has(key string) bool { return p.bad[key] }
-
 // err is nil when nothing was found.
 func (p *problems) err() error {
 	if len(p.list) == 0 {
