@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
 	"net/http"
 	"net/netip"
 	"slices"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -25,12 +23,25 @@ type front struct {
 	circuits *reconcile.Applier
 	verifier ingress.Verifier
 	trusted  []netip.Prefix
+	// rejections counts the requests ingress refused, by ingress.Reasons (each from zero, so
+	// that rate() has a series from the start).
+	rejections *prometheus.CounterVec
+}
 
-	// rejections counts the requests ingress refused, by ingress.Reasons. It is registered
-	// on the relay's registry by the first request (a scrape of /metrics is one), each
-	// reason at zero, so that rate() has a series from the start.
-	rejectionsOnce sync.Once
-	rejections     *prometheus.CounterVec
+// newFront builds the front of srv and registers its rejection counter on srv's registry.
+func newFront(srv *relay.Server, router *ingress.Router, circuits *reconcile.Applier,
+	verifier ingress.Verifier, trusted []netip.Prefix) *front {
+	f := &front{relay: srv, own: srv.Handler(), router: router, circuits: circuits,
+		verifier: verifier, trusted: trusted,
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelrelay_ingress_rejections_total",
+			Help: "Requests refused at ingress in AppProxy mode, by reason (unknown_subdomain, client_ip_not_allowed, missing_token, unsupported_scheme, invalid_token, expired_token, token_mismatch).",
+		}, []string{"reason"})}
+	for _, reason := range ingress.Reasons() {
+		f.rejections.WithLabelValues(reason)
+	}
+	srv.Registry().MustRegister(f.rejections)
+	return f
 }
 
 // inferencePaths are the calls the relay parses ({model, stream}); everything else on a
@@ -53,7 +64,6 @@ func inferenceCall(r *http.Request) (relay.Dialect, bool) {
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.rejectionsOnce.Do(f.countRejections)
 	res := f.router.Resolve(ingress.Host(r, f.trusted))
 	switch res.Kind {
 	case ingress.HostCircuit:
@@ -91,30 +101,10 @@ func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.
 
 // refuse answers a request ingress turned away, counting it by reason.
 func (f *front) refuse(w http.ResponseWriter, r *http.Request, p *ingress.Problem) {
-	if reason := p.Reason(); reason != "" && f.rejections != nil {
+	if reason := p.Reason(); reason != "" {
 		f.rejections.WithLabelValues(reason).Inc()
 	}
 	p.ServeHTTP(w, r)
-}
-
-// countRejections registers the rejection counter (front is built without a constructor, in
-// workermode.go; ServeHTTP calls this once).
-func (f *front) countRejections() {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "modelrelay_ingress_rejections_total",
-		Help: "Requests refused at ingress in AppProxy mode, by reason (unknown_subdomain, client_ip_not_allowed, missing_token, unsupported_scheme, invalid_token, expired_token, token_mismatch).",
-	}, []string{"reason"})
-	if err := f.relay.Registry().Register(c); err != nil {
-		var dup prometheus.AlreadyRegisteredError
-		if !errors.As(err, &dup) {
-			return // cannot happen with a valid name; counting is not worth failing requests for
-		}
-		c = dup.ExistingCollector.(*prometheus.CounterVec)
-	}
-	for _, reason := range ingress.Reasons() {
-		c.WithLabelValues(reason)
-	}
-	f.rejections = c
 }
 
 // serveByModel answers on hosts that route by model: the circuits this caller may use (public

@@ -26,7 +26,7 @@ func TestIngressRejectionsByReason(t *testing.T) {
 		{ID: open, Subdomain: "open", Pool: "circuit:" + open},
 		{ID: fenced, Subdomain: "fenced", Pool: "circuit:" + fenced, AllowList: ingress.ParseAllowList(ptr("10.0.0.0/8"))},
 	})
-	f := &front{relay: srv, own: srv.Handler(), router: ingress.NewRouter(table), verifier: ingress.NewVerifier([]byte(e2eJWTSecret))}
+	f := newFront(srv, ingress.NewRouter(table), nil, ingress.NewVerifier([]byte(e2eJWTSecret)), nil)
 	serve := func(host, auth string) int {
 		r := httptest.NewRequest(http.MethodPost, "http://"+host+"/v1/chat/completions", strings.NewReader(string(chatBody("m", false))))
 		r.RemoteAddr = "192.0.2.7:4242"

@@ -85,8 +85,7 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 	}
 	verifier := ingress.NewVerifier([]byte(ap.JWTSecret))
 	verifier.RequireExp = ap.RequireTokenExp
-	m.front = &front{relay: srv, own: srv.Handler(), router: router, circuits: m.applier,
-		verifier: verifier, trusted: cfg.TrustedProxies}
+	m.front = newFront(srv, router, m.applier, verifier, cfg.TrustedProxies)
 	srv.SetHealthExtra("appproxy", func() any { return m.worker.Status() })
 	srv.SetCircuitLister(func() any { return m.applier.Circuits() })
 	srv.Registry().MustRegister(
