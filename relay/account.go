@@ -165,9 +165,7 @@ func (x *exchange) answered(out *responder) {
 	if out.where.from != "" {
 		x.served = out.where.served
 	}
-	if success(out.status) { // the tap reads successful answers only; otherwise it holds another's
-		x.used = out.usage()
-	}
+	x.used = out.usage()
 }
 
 // logAccess writes the access log: one INFO line per inference or pass-through request, with

@@ -62,11 +62,13 @@ type responder struct {
 	meta     bool
 	metaHeld *heldAnswer
 	// tap, when set, reads the tokens a successful answer used as its bytes pass (before any
-	// translation: the tap reads either family); tapping while it follows one. stripUsage
+	// translation: the tap reads either family); tapping while it follows one, followed once
+	// it has (the tap is pooled: before that it holds another request's counts). stripUsage
 	// takes the usage chunk out of an untranslated OpenAI stream (the relay asked for it, the
 	// client did not).
 	tap        *usage.Tap
 	tapping    bool
+	followed   bool
 	stripUsage bool
 }
 
@@ -214,12 +216,13 @@ func (o *responder) follow(stream bool) {
 		mode = usage.Stream
 	}
 	o.tap.Reset(mode)
-	o.tapping = true
+	o.tapping, o.followed = true, true
 }
 
-// usage is what the answer reported using; it ends the tap's reading.
+// usage is what the answer reported using (nothing unless a successful answer was followed);
+// it ends the tap's reading.
 func (o *responder) usage() usage.Counts {
-	if o.tap == nil {
+	if !o.followed {
 		return usage.Counts{}
 	}
 	if o.tapping {
