@@ -297,12 +297,5 @@ func closeAll(conns []net.Conn) {
 
 // pause waits d; false when ctx ended first.
 func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return sleepUntil(ctx, time.Now().Add(d)) == nil
 }
