@@ -153,13 +153,6 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
-// validateBackends is checkBackends on its own: nil, or every problem of the list.
-func validateBackends(backends []BackendConfig) error {
-	var p problems
-	checkBackends(backends, &p)
-	return p.err()
-}
-
 func checkBackends(backends []BackendConfig, p *problems) {
 	names := map[string]int{}
 	for i, b := range backends {

@@ -78,7 +78,9 @@ func TestDemoBackend(t *testing.T) {
 		strings.Join(b.Models, ",") != "demo" || strings.Join(b.Dialects, ",") != "openai,anthropic" || b.Weight != 1 {
 		t.Errorf("demo backend %v", b)
 	}
-	if err := validateBackends(cfg.Backends); err != nil {
+	var p problems
+	checkBackends(cfg.Backends, &p)
+	if err := p.err(); err != nil {
 		t.Errorf("the demo backend does not validate: %v", err)
 	}
 	resp, err := http.Get(d.url + "/v1/models")
