@@ -5,7 +5,7 @@ package main
 // process and, for each workload and policy, the real relay with them as static backends,
 // then replays the workload (placementload.go) and compares TTFT, total time, cache hits and
 // balance. Every policy gets fresh replicas with empty caches and the same bytes on the same
-// schedule. Three workloads, because what placement can save depends on the traffic:
+// schedule. Four workloads, because what placement can save depends on the traffic:
 //
 //   - chat: an 8B-class replica and short chats, closed loop (think time after each
 //     answer), at low utilization. About 10 seconds for both policies.
@@ -15,11 +15,14 @@ package main
 //   - doc (not run by default): the same replica near prefill saturation under chat over
 //     long documents, open loop at ~85% of least_load's prefill capacity at the schedule's
 //     busiest (placement_doc.go). About two minutes for both policies.
+//   - rush (not run by default): doc's sessions as a closed loop that asks for more than
+//     least_load's prefill serves, so the total time measures throughput
+//     (placement_doc.go). About 80 seconds for both policies.
 //
 // The runs take simulated time at face value (no scaling): a millisecond in a parameter is a
 // millisecond on the clock.
 //
-//	go run ./cmd/modelrelay-bench placement [-workloads chat,agent,doc] [-conversations 64]
+//	go run ./cmd/modelrelay-bench placement [-workloads chat,agent,doc,rush] [-conversations 64]
 //	    [-turns 8] [-seed 1] [-policies least_load,cache_aware]
 //	    [-chat.think 150ms] [-agent.gap 2.6s] [-agent.per-block 4ms] ... (-h lists them all)
 
@@ -45,6 +48,7 @@ type placementScenario struct {
 	shape         placementShape
 	sim           simParams
 	maxConcurrent int // the relay's max_concurrent per replica
+	affinitySlack int // the relay's affinity_slack (0: its default)
 }
 
 // chatScenario is short support chats on an 8B-class replica (simcache.go gives the reasons
@@ -130,6 +134,7 @@ func (sc *placementScenario) register(fs *flag.FlagSet) {
 		fs.DurationVar(&sh.Pause, prefix+"think", sh.Pause, sc.name+": mean pause between an answer and the next turn (uniform 0.5×..1.5×)")
 	}
 	fs.IntVar(&sc.maxConcurrent, prefix+"max-concurrent", sc.maxConcurrent, sc.name+": the relay's max_concurrent per replica")
+	fs.IntVar(&sc.affinitySlack, prefix+"affinity-slack", sc.affinitySlack, sc.name+": the relay's affinity_slack (0: its default)")
 	sc.sim.register(fs, prefix)
 }
 
@@ -138,6 +143,8 @@ func (sc placementScenario) validate() error {
 	switch {
 	case sh.Conversations < 1 || sh.Turns < 1 || sc.maxConcurrent < 1:
 		return fmt.Errorf("-conversations, -turns and -%s.max-concurrent must be at least 1", sc.name)
+	case sc.affinitySlack < 0:
+		return fmt.Errorf("-%s.affinity-slack must be at least 0", sc.name)
 	case sh.SystemBytes < len(sh.Intro) || sh.ToolsBytes < 0 || sh.UserMin < 1 || sh.UserMax < sh.UserMin:
 		return fmt.Errorf("%s: -system-bytes must be at least %d, -tools-bytes at least 0, and 1 <= -user-min <= -user-max", sc.name, len(sh.Intro))
 	case sh.DocMin < 0 || sh.DocMax < sh.DocMin:
@@ -157,22 +164,20 @@ type placementOptions struct {
 	replicas       int
 	seed           uint64
 	policies       []string
-	affinitySlack  int     // 0: the relay's default
 	prefixMinMatch float64 // 0: the relay's default
 }
 
 func parsePlacementOptions(args []string, stderr io.Writer) (placementOptions, error) {
 	var o placementOptions
-	all := []placementScenario{chatScenario(), agentScenario(), docScenario()}
+	all := []placementScenario{chatScenario(), agentScenario(), docScenario(), rushScenario()}
 	fs := flag.NewFlagSet("modelrelay-bench placement", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workloads := fs.String("workloads", "chat,agent", "workloads to run, in order: chat, agent, doc")
+	workloads := fs.String("workloads", "chat,agent", "workloads to run, in order: chat, agent, doc, rush")
 	conversations := fs.Int("conversations", 64, "concurrent multi-turn conversations (every workload)")
 	turns := fs.Int("turns", 8, "turns per conversation (every workload)")
 	fs.IntVar(&o.replicas, "replicas", 4, "simulated replicas")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workloads (texts and schedules)")
 	policies := fs.String("policies", "least_load,cache_aware", "routing policies to compare, in order")
-	fs.IntVar(&o.affinitySlack, "affinity-slack", 0, "the relay's affinity_slack (0: its default)")
 	fs.Float64Var(&o.prefixMinMatch, "prefix-min-match", 0, "the relay's prefix_min_match (0: its default)")
 	for i := range all {
 		all[i].register(fs)
@@ -184,7 +189,7 @@ func parsePlacementOptions(args []string, stderr io.Writer) (placementOptions, e
 	for _, name := range commaList(*workloads) {
 		i := slices.IndexFunc(all, func(sc placementScenario) bool { return sc.name == name })
 		if i < 0 {
-			return o, fmt.Errorf("-workloads: unknown workload %q (chat, agent, doc)", name)
+			return o, fmt.Errorf("-workloads: unknown workload %q (chat, agent, doc, rush)", name)
 		}
 		sc := all[i]
 		sc.shape.Conversations, sc.shape.Turns = *conversations, *turns
@@ -347,8 +352,8 @@ func placementConfig(opts placementOptions, sc placementScenario, policy, listen
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: %s\nlog_level: warn\nmax_queue_len: %d\nrouting: %s\n",
 		listen, 4*sc.shape.Conversations, policy)
-	if opts.affinitySlack != 0 {
-		fmt.Fprintf(&b, "affinity_slack: %d\n", opts.affinitySlack)
+	if sc.affinitySlack != 0 {
+		fmt.Fprintf(&b, "affinity_slack: %d\n", sc.affinitySlack)
 	}
 	if opts.prefixMinMatch != 0 {
 		fmt.Fprintf(&b, "prefix_min_match: %g\n", opts.prefixMinMatch)
@@ -540,7 +545,8 @@ func (sr scenarioResult) report(b *strings.Builder) {
 	sc, p, sh, w := sr.scenario, sr.scenario.sim, sr.scenario.shape, sr.work
 	fmt.Fprintf(b, "\n### Workload `%s`: %s\n\n", sc.name, sc.title)
 	fmt.Fprintf(b, "Replicas: prefill %s per uncached 256-byte block, serialized per replica; base %s; decode %s/token, %s; "+
-		"KV cache %d blocks; relay max_concurrent %d each. ", p.PerBlock, p.Base, p.Decode, decodeStallText(p), p.CapacityBlocks, sc.maxConcurrent)
+		"KV cache %d blocks; relay max_concurrent %d each, affinity_slack %s. ", p.PerBlock, p.Base, p.Decode, decodeStallText(p), p.CapacityBlocks,
+		sc.maxConcurrent, slackText(sc.affinitySlack))
 	mean, most := w.promptBytes()
 	fmt.Fprintf(b, "Conversations: %d × %d turns: a shared %d-byte system prompt", sh.Conversations, sh.Turns, len(w.system))
 	if len(w.tools) > 0 {
@@ -589,6 +595,13 @@ func (sr scenarioResult) report(b *strings.Builder) {
 	fmt.Fprintf(b, "| total time | %.2f× | ≥ 1.5× shorter | %s |\n", g.total, metCell(g.total >= 1.5))
 	fmt.Fprintf(b, "| busiest replica (cache_aware) | %.2f × mean | ≤ 1.5 × mean | %s |\n", g.busiest, metCell(g.busiest <= 1.5))
 	fmt.Fprintf(b, "| cache hit ratio | %.1f%% → %.1f%% | | |\n", 100*g.hitBase, 100*g.hitAware)
+}
+
+func slackText(slack int) string {
+	if slack == 0 {
+		return "the relay's default"
+	}
+	return fmt.Sprint(slack)
 }
 
 // decodeStallText says how prefill holds up decoding on the replica.

@@ -46,3 +46,29 @@ func docScenario() placementScenario {
 			DocLead: "Here is the document we will discuss.\n\n",
 			Stagger: 300 * time.Millisecond, OpenLoop: true, Pause: 5 * time.Second, MaxTokens: sim.MaxTokens, Model: sim.Model}}
 }
+
+// rushScenario is doc's sessions when the replicas cannot keep up: the measure is how long
+// the same 512 turns take to serve, the throughput the published routers report. It is a
+// closed loop: each turn goes out 0.5–1.5 s after the previous answer is complete (an agent
+// runs the tool it asked for; a person on doc's compressed clock reads the answer), and the
+// 64 conversations start 100 ms apart. The schedule alone asks for ~21 turns/s. least_load,
+// at its own ~50% hit ratio, serves ~12: its replicas prefill ~70% of its run and over 100%
+// at its busiest, and every decode step that finds prefill queued carries a chunk of it, so
+// least_load sets its own pace. cache_aware prefills about a quarter as much and ends within
+// ~2 s of the schedule. Not in the default run (about 80 seconds for both policies): select
+// it with -workloads rush. None of its values was tuned on cache_aware's results. The think
+// time is doc's schedule compressed as far as a closed loop allows without turns following
+// their answers at once: then least_load keeps a conversation on the replica that just
+// answered it, which has just become the least loaded, and both policies look the same.
+//
+// The relay runs with affinity_slack 8, the README's rule for replicas that run many streams
+// each (a quarter of max_concurrent 32). With 16 conversations per replica, in-flight counts
+// differ by more than the default 2 much of the time, so the default moves about a third of
+// the turns away from the replica holding their history, and each move prefills the whole
+// document again (-rush.affinity-slack 0 runs the default; the README has both).
+func rushScenario() placementScenario {
+	sc := docScenario()
+	sc.name, sc.title, sc.affinitySlack = "rush", "70B-class replicas past least_load's prefill capacity, closed-loop chat over long documents", 8
+	sc.shape.OpenLoop, sc.shape.Stagger, sc.shape.Pause = false, 100*time.Millisecond, time.Second
+	return sc
+}

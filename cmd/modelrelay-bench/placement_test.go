@@ -155,7 +155,18 @@ func TestParsePlacementOptions(t *testing.T) {
 		!o.scenarios[0].shape.OpenLoop || o.scenarios[0].sim != agentScenario().sim {
 		t.Errorf("doc workload: %+v, %v", o.scenarios, err)
 	}
+	// rush is doc's sessions as a closed loop, with the relay's affinity_slack its own.
+	o, err = parsePlacementOptions([]string{"-workloads", "rush,doc", "-doc.affinity-slack", "3"}, io.Discard)
+	if err != nil || len(o.scenarios) != 2 {
+		t.Fatalf("rush and doc: %+v, %v", o.scenarios, err)
+	}
+	rush, doc := o.scenarios[0], o.scenarios[1]
+	if rush.name != "rush" || rush.shape.OpenLoop || rush.affinitySlack != 8 || rush.sim != doc.sim || rush.shape.DocMax != doc.shape.DocMax ||
+		doc.affinitySlack != 3 {
+		t.Errorf("rush %+v\ndoc %+v", rush, doc)
+	}
 	for _, bad := range [][]string{{"-workloads", "batch"}, {"-agent.user-min", "0"}, {"-chat.chunk-blocks", "-1"}, {"-policies", ""},
+		{"-workloads", "rush", "-rush.affinity-slack", "-1"},
 		{"-workloads", "doc", "-doc.doc-min", "200", "-doc.doc-max", "100"}, {"-chat.doc-max", "100"}} {
 		if _, err := parsePlacementOptions(bad, io.Discard); err == nil {
 			t.Errorf("%q: accepted", bad)
@@ -175,6 +186,11 @@ func TestPlacementConfig(t *testing.T) {
 	}
 	if strings.Contains(got, "affinity_slack") || strings.Contains(got, "prefix_min_match") {
 		t.Errorf("config sets relay defaults it was not asked to:\n%s", got)
+	}
+	sc.affinitySlack = 8
+	if got := placementConfig(placementOptions{prefixMinMatch: 0.5}, sc, "cache_aware", "127.0.0.1:9", sims); !strings.Contains(got, "affinity_slack: 8\n") ||
+		!strings.Contains(got, "prefix_min_match: 0.5\n") {
+		t.Errorf("config lacks the workload's affinity_slack or the run's prefix_min_match:\n%s", got)
 	}
 }
 
