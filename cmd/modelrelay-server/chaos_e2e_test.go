@@ -317,7 +317,7 @@ func (c *chaosCluster) launch(n *chaosNode, addr string) error {
 	env := &e2eEnv{t: c.t, authority: chaosAuthority, redisAddr: c.redisAddr, coordURL: c.coordURL}
 	cmd, exited := runBinary(c.t, c.bin, env, addr, c.nodeEnv(n.idx), n.logs)
 	if err := waitListening(addr, exited); err != nil {
-		if !strings.Contains(err.Error(), "returned early") { // else exited was already read
+		if !errors.Is(err, errServerExited) { // else exited was already read
 			cmd.Process.Kill()
 			<-exited
 		}

@@ -122,44 +122,24 @@ func startDemoBinary(t *testing.T) (string, *lockedBuffer) {
 	t.Helper()
 	bin := serverBinary(t)
 	out := &lockedBuffer{}
-	for attempt := 0; ; attempt++ {
-		addr := freeAddr(t)
-		cmd := exec.Command(bin, "--demo", "--listen", addr)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		err := waitListening(addr, exited)
-		if err == nil {
-			t.Cleanup(func() {
-				cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case err := <-exited:
-					if err != nil || !strings.Contains(out.String(), "shutdown complete") {
-						t.Errorf("after SIGTERM: %v", err)
-					}
-				case <-time.After(30 * time.Second): // only a hang gets here
-					cmd.Process.Kill()
-					<-exited
-					t.Errorf("the server did not exit within 30 s of SIGTERM")
-				}
-				if t.Failed() {
-					t.Logf("server output (tail):\n%s", out.tail(8000))
-				}
-			})
-			return addr, out
-		}
-		if cmd.ProcessState == nil {
+	addr, cmd, exited := launchBinary(t, out, func(addr string) (*exec.Cmd, chan error) {
+		return runBinary(t, bin, nil, addr, nil, out, "--demo", "--listen", addr)
+	})
+	// Runs before launchBinary's cleanup, which then finds the process gone.
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil || !strings.Contains(out.String(), "shutdown complete") {
+				t.Errorf("after SIGTERM: %v", err)
+			}
+		case <-time.After(30 * time.Second): // only a hang gets here
 			cmd.Process.Kill()
 			<-exited
+			t.Errorf("the server did not exit within 30 s of SIGTERM")
 		}
-		if attempt >= 5 || !strings.Contains(out.String(), "listen on") {
-			t.Fatalf("binary did not start: %v\n%s", err, out.tail(4000))
-		}
-	}
+	})
+	return addr, out
 }
 
 func TestE2EDemoAnswersCurlAndSDKs(t *testing.T) {

@@ -200,6 +200,10 @@ func (e *e2eEnv) startServer(extra map[string]string) {
 	}
 }
 
+// errServerExited is waitListening's error when the server ended before it listened (and the
+// done channel was read).
+var errServerExited = errors.New("serve returned early")
+
 // waitListening polls /livez until the server answers or serve returns.
 func waitListening(addr string, done <-chan error) error {
 	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
@@ -207,7 +211,7 @@ func waitListening(addr string, done <-chan error) error {
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-done:
-			return fmt.Errorf("serve returned early: %w", err)
+			return fmt.Errorf("%w: %v", errServerExited, err)
 		default:
 		}
 		resp, err := c.Get("http://" + addr + "/livez")

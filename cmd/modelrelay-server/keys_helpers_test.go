@@ -14,7 +14,6 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"os"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -43,44 +42,14 @@ func startKeyRelay(t testing.TB, config string, env map[string]string, args ...s
 	t.Helper()
 	bin := serverBinary(t)
 	logs := &lockedBuffer{}
-	cfgPath := writeConfig(t, config)
-	for attempt := 0; ; attempt++ {
-		addr := freeAddr(t)
-		all := (&e2eEnv{t: t}).baseEnv(addr)
-		all["MODELRELAY_CONFIG"] = cfgPath
-		for k, v := range env {
-			all[k] = v
-		}
-		cmd := exec.Command(bin, args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-		for k, v := range all {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		err := waitListening(addr, exited)
-		if err == nil {
-			r := &keyRelay{t: t, addr: addr, logs: logs, cmd: cmd, exited: exited}
-			t.Cleanup(func() {
-				if cmd.ProcessState == nil {
-					cmd.Process.Kill()
-					<-exited
-				}
-				if t.Failed() {
-					t.Logf("server %s output (tail):\n%s", addr, logs.tail(8000))
-				}
-			})
-			return r
-		}
-		cmd.Process.Kill()
-		if attempt >= 5 || !strings.Contains(logs.String(), "listen on") {
-			t.Fatalf("binary did not start: %v\n%s", err, logs.tail(4000))
-		}
+	extra := map[string]string{"MODELRELAY_CONFIG": writeConfig(t, config)}
+	for k, v := range env {
+		extra[k] = v
 	}
+	addr, cmd, exited := launchBinary(t, logs, func(addr string) (*exec.Cmd, chan error) {
+		return runBinary(t, bin, &e2eEnv{t: t}, addr, extra, logs, args...)
+	})
+	return &keyRelay{t: t, addr: addr, logs: logs, cmd: cmd, exited: exited}
 }
 
 // sigterm sends SIGTERM and waits (at most 30 s) for a clean exit.

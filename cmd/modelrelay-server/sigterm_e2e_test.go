@@ -63,37 +63,56 @@ func startBinary(t testing.TB, e *e2eEnv, extra map[string]string) (*exec.Cmd, *
 	t.Helper()
 	bin := serverBinary(t)
 	stderr := &lockedBuffer{}
+	addr, cmd, exited := launchBinary(t, stderr, func(addr string) (*exec.Cmd, chan error) {
+		return runBinary(t, bin, e, addr, extra, stderr)
+	})
+	e.addr = addr
+	return cmd, stderr, exited
+}
+
+// launchBinary starts the server through run on a free loopback port and waits until it
+// listens, trying another port when a process took this one between the probe and the listen.
+// At cleanup a server still running is killed, and a failed test logs the tail of out.
+func launchBinary(t testing.TB, out *lockedBuffer, run func(addr string) (*exec.Cmd, chan error)) (string, *exec.Cmd, chan error) {
+	t.Helper()
 	for attempt := 0; ; attempt++ {
 		addr := freeAddr(t)
-		cmd, exited := runBinary(t, bin, e, addr, extra, stderr)
+		cmd, exited := run(addr)
 		err := waitListening(addr, exited)
 		if err == nil {
-			e.addr = addr
 			t.Cleanup(func() {
 				if cmd.ProcessState == nil {
 					cmd.Process.Kill()
 					<-exited
 				}
 				if t.Failed() {
-					t.Logf("server output (tail):\n%s", stderr.tail(8000))
+					t.Logf("server %s output (tail):\n%s", addr, out.tail(8000))
 				}
 			})
-			return cmd, stderr, exited
+			return addr, cmd, exited
 		}
-		if attempt >= 5 || !strings.Contains(stderr.String(), "listen on") {
-			t.Fatalf("binary did not start: %v\n%s", err, stderr.tail(4000))
+		if !errors.Is(err, errServerExited) { // else exited was already read
+			cmd.Process.Kill()
+			<-exited
+		}
+		if attempt >= 5 || !strings.Contains(out.String(), "listen on") {
+			t.Fatalf("binary did not start: %v\n%s", err, out.tail(4000))
 		}
 	}
 }
 
-// runBinary starts the server with e's environment on addr; exited receives cmd.Wait's result.
-func runBinary(t testing.TB, bin string, e *e2eEnv, addr string, extra map[string]string, out *lockedBuffer) (*exec.Cmd, chan error) {
+// runBinary starts the server with args and with e's environment on addr, extra on top (nil e:
+// no environment but PATH and HOME); exited receives cmd.Wait's result.
+func runBinary(t testing.TB, bin string, e *e2eEnv, addr string, extra map[string]string, out *lockedBuffer, args ...string) (*exec.Cmd, chan error) {
 	t.Helper()
-	env := e.baseEnv(addr)
+	env := map[string]string{}
+	if e != nil {
+		env = e.baseEnv(addr)
+	}
 	for k, v := range extra {
 		env[k] = v
 	}
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
