@@ -9,15 +9,10 @@ package main
 //	    --backend-url http://127.0.0.1:8000 --models demo
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"modelrelay/relay/demo"
@@ -45,11 +40,7 @@ func fakeUpstreamMain(args []string, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "fake model server for model %q on http://%s (first token after %s, then one every %s)\n",
 		*model, ln.Addr(), *first, *per)
 	opts := demo.Options{Model: *model, FirstToken: noneIfZero(*first), PerToken: noneIfZero(*per)}
-	srv := &http.Server{Handler: demo.New(opts), ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	context.AfterFunc(ctx, func() { srv.Close() }) // a fake: answers in flight may be cut
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serveUntilSignal(ln, demo.New(opts)); err != nil {
 		fmt.Fprintln(stderr, "modelrelay-bench fake-upstream:", err)
 		return 1
 	}

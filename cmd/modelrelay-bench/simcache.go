@@ -44,10 +44,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/signal"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -371,11 +369,7 @@ func simcacheMain(args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "simulated replica on http://%s (base %s, per block %s, decode %s/token, %d blocks, stall decode %v, chunk %d blocks)\n",
 		ln.Addr(), p.Base, p.PerBlock, p.Decode, p.CapacityBlocks, p.StallDecode, p.ChunkBlocks)
-	srv := &http.Server{Handler: newSimReplica(p).Handler(), ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	context.AfterFunc(ctx, func() { srv.Close() })
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serveUntilSignal(ln, newSimReplica(p).Handler()); err != nil {
 		fmt.Fprintln(stderr, "modelrelay-bench simcache:", err)
 		return 1
 	}

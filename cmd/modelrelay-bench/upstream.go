@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -46,12 +48,25 @@ func runUpstream(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	srv := &http.Server{Addr: *listen, Handler: upstreamHandler(), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("fake upstream: %w", err)
+	}
+	if err := serveUntilSignal(ln, upstreamHandler()); err != nil {
+		return fmt.Errorf("fake upstream: %w", err)
+	}
+	return nil
+}
+
+// serveUntilSignal serves h on ln until SIGINT or SIGTERM, then closes every connection: the
+// bench's servers are fakes, so answers in flight may be cut.
+func serveUntilSignal(ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, func() { srv.Close() })
-	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
-		return fmt.Errorf("fake upstream: %w", err)
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
 	}
 	return nil
 }
