@@ -36,7 +36,7 @@ type Placement struct {
 	// when Pool is empty, and the fallbacks'. Nil = none.
 	ByModel func(model string) []string
 	// OwnAuth says the caller passed the checks of the place it called (a circuit's token and
-	// allow-list): client API keys do not apply there.
+	// allow-list): client API keys do not apply there (a key of ours is still never forwarded).
 	OwnAuth bool
 }
 

@@ -50,7 +50,8 @@ type Options struct {
 	Breaker    BreakerOptions
 	Scheduling Scheduling
 	// RequireAPIKeys makes every inference route (but on circuit hosts, which keep their own
-	// rules) ask for a client API key from Keys.
+	// rules) ask for a client API key from Keys. Without it, a request that sends one of our
+	// keys is still checked, limited and accounted; one that sends none is served.
 	RequireAPIKeys bool
 	Keys           KeyOptions
 	Version        string
