@@ -54,3 +54,19 @@ func TestAdmitClass(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxClientPriorityOption(t *testing.T) {
+	for name, want := range map[string]priority{"": priorityHigh, "high": priorityHigh, "normal": priorityNormal, "low": priorityLow} {
+		s, err := New(Options{Scheduling: Scheduling{MaxClientPriority: name}})
+		if err != nil {
+			t.Fatalf("MaxClientPriority %q: %v", name, err)
+		}
+		if s.clientCeiling != want {
+			t.Errorf("MaxClientPriority %q: ceiling %s, want %s", name, priorityNames[s.clientCeiling], priorityNames[want])
+		}
+		s.Close()
+	}
+	if _, err := New(Options{Scheduling: Scheduling{MaxClientPriority: "urgent"}}); err == nil {
+		t.Error("MaxClientPriority urgent: no error")
+	}
+}
