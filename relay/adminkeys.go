@@ -36,9 +36,16 @@ type keyView struct {
 	RateLimitRPM  *int     `json:"rate_limit_rpm"`
 	TokenLimitTPM *int     `json:"token_limit_tpm"`
 	Priority      *string  `json:"priority"`
+	MaxPriority   *string  `json:"max_priority"`
 	ExpiresAt     *string  `json:"expires_at"`
-	Secret        string   `json:"secret,omitempty"` // in the answer to create only
+	Secret        string   `json:"secret,omitempty"`  // in the answer to create only
+	Warning       string   `json:"warning,omitempty"` // in the answer to create only
 }
+
+// keysOptional is the warning of the admin API while keys are not required: a key is real (it
+// is checked, limited and accounted when a client sends it), but it keeps nobody out.
+const keysOptional = "require_api_keys is off: a key is checked when a client sends it, " +
+	"but requests without a key are still served"
 
 func viewOf(k keys.Key) keyView {
 	v := keyView{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt.Unix(), Revoked: !k.RevokedAt.IsZero(),
@@ -56,6 +63,9 @@ func viewOf(k keys.Key) keyView {
 	if k.Priority != "" {
 		v.Priority = &k.Priority
 	}
+	if k.MaxPriority != "" {
+		v.MaxPriority = &k.MaxPriority
+	}
 	if !k.ExpiresAt.IsZero() {
 		t := k.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		v.ExpiresAt = &t
@@ -70,6 +80,7 @@ type keyLimits struct {
 	RateLimitRPM  json.RawMessage `json:"rate_limit_rpm"`
 	TokenLimitTPM json.RawMessage `json:"token_limit_tpm"`
 	Priority      json.RawMessage `json:"priority"`
+	MaxPriority   json.RawMessage `json:"max_priority"`
 	ExpiresAt     json.RawMessage `json:"expires_at"`
 }
 
@@ -116,17 +127,22 @@ func (l keyLimits) patch() (keys.Patch, error) {
 		}
 		*f.dst = &n
 	}
-	if raw := l.Priority; sent(raw) {
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		dst  **string
+	}{{"priority", l.Priority, &p.Priority}, {"max_priority", l.MaxPriority, &p.MaxPriority}} {
+		if !sent(f.raw) {
+			continue
+		}
 		var name string
-		if !null(raw) {
-			if err := json.Unmarshal(raw, &name); err != nil {
-				return p, errors.New("priority must be high, normal, low or null")
-			}
-			if _, ok := parsePriority(name); !ok {
-				return p, errors.New("priority must be high, normal, low or null")
+		if !null(f.raw) {
+			err := json.Unmarshal(f.raw, &name)
+			if _, ok := parsePriority(name); err != nil || !ok {
+				return p, fmt.Errorf("%s must be high, normal, low or null", f.name)
 			}
 		}
-		p.Priority = &name
+		*f.dst = &name
 	}
 	if raw := l.ExpiresAt; sent(raw) {
 		var at time.Time
@@ -192,9 +208,16 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, "create key", err)
 		return
 	}
-	s.log.Info("API key created", "key_id", k.ID, "name", k.Name, "prefix", k.Prefix)
 	v := viewOf(k)
 	v.Secret = secret
+	if s.opts.RequireAPIKeys {
+		s.log.Info("API key created", "key_id", k.ID, "name", k.Name, "prefix", k.Prefix)
+	} else {
+		// An operator who creates a key may believe it now guards the relay: say it does not.
+		s.log.Warn("API key created while require_api_keys is off: requests that send it are checked, requests without a key are still served",
+			"key_id", k.ID, "name", k.Name, "prefix", k.Prefix)
+		v.Warning = keysOptional
+	}
 	writeJSON(w, http.StatusCreated, v)
 }
 
@@ -208,7 +231,11 @@ func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
 	for i, k := range list {
 		views[i] = viewOf(k)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": views})
+	answer := map[string]any{"keys": views}
+	if !s.opts.RequireAPIKeys {
+		answer["warning"] = keysOptional // what /ui shows over the list
+	}
+	writeJSON(w, http.StatusOK, answer)
 }
 
 func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {

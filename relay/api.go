@@ -36,7 +36,7 @@ type Placement struct {
 	// when Pool is empty, and the fallbacks'. Nil = none.
 	ByModel func(model string) []string
 	// OwnAuth says the caller passed the checks of the place it called (a circuit's token and
-	// allow-list): client API keys do not apply there.
+	// allow-list): client API keys do not apply there (a key of ours is still never forwarded).
 	OwnAuth bool
 }
 
@@ -58,10 +58,9 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 		return
 	}
 	var key *keys.Key
-	var keyHeader string
-	if s.opts.RequireAPIKeys && !at.OwnAuth {
+	if !at.OwnAuth && (s.opts.RequireAPIKeys || presentsKey(r.Header)) {
 		sw := &statusWriter{ResponseWriter: w}
-		if key, keyHeader = s.authorize(sw, r, d, arrival); key == nil {
+		if key = s.authorize(sw, r, d, arrival); key == nil {
 			x.status = sw.status // 401, or 503 while the key store is down; 0 if the client left
 			return
 		}
@@ -83,9 +82,6 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	req.route = routeOf(r.URL.Path)
 	req.dispatched = br.release
 	x.id, x.model, x.stream = req.ID, f.Model, f.Stream
-	if keyHeader != "" {
-		req.Header.Del(keyHeader)
-	}
 	if err == nil {
 		err = s.wishes(req, r, f.options, key)
 	}
@@ -142,27 +138,34 @@ var (
 )
 
 // wishes reads what the request asks of scheduling (gateway.md section 3): its priority
-// (x_pool_options, else the x-modelrelay-priority header, else its key's default), a
-// preferred target, its latency bound, and for cache-aware routing its session key and
-// prompt blocks.
+// (x_pool_options, else the x-modelrelay-priority header, else its key's default; never above
+// its ceiling), a preferred target, its latency bound, and for cache-aware routing its session
+// key and prompt blocks.
 func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys.Key) error {
 	name := r.Header.Get("X-Modelrelay-Priority")
-	if name == "" && key != nil {
-		name = key.Priority
-	}
 	if o != nil {
 		req.maxLatency, req.prefer = o.maxLatency, o.preferGPU
 		if o.priority != "" {
 			name = o.priority
 		}
 	}
-	if name != "" {
-		p, ok := parsePriority(name)
-		if !ok {
-			return badRequest("x-modelrelay-priority must be high, normal or low")
-		}
-		req.priority = p
+	def, ceiling := priorityNormal, s.clientCeiling
+	if key != nil {
+		def, ceiling = keyClasses(key.Limits)
 	}
+	p, capped, ok := admitClass(name, def, ceiling)
+	if !ok {
+		return badRequest("x-modelrelay-priority must be high, normal or low")
+	}
+	if capped {
+		keyID := "" // none: the server's max_client_priority capped it
+		if key != nil {
+			keyID = key.ID
+		}
+		s.log.Debug("priority capped at the client's ceiling", "request_id", req.ID, "asked", name,
+			"served_as", priorityNames[p], "key_id", keyID)
+	}
+	req.priority = p
 	if !s.opts.Scheduling.CacheAware || req.route == routeCountTokens || req.route == routeOther && !promptPath(r.URL.Path) {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,26 +47,55 @@ func credential(h http.Header) (secret, header string) {
 	return "", ""
 }
 
+// presentsKey reports whether the client sent one of the relay's keys. Where client keys
+// apply, such a request is checked, limited and accounted even when keys are not required:
+// its holder expects the key's limits and usage, and a wrong key must not pass as none.
+func presentsKey(h http.Header) bool {
+	secret, _ := credential(h)
+	return strings.HasPrefix(secret, keys.SecretPrefix)
+}
+
+// carriesKey reports whether a credential header's value holds one of the relay's keys: the
+// secret alone, or after an auth scheme ("Bearer mr_live_...", in any spacing or case).
+func carriesKey(v string) bool {
+	v = strings.TrimSpace(v)
+	if scheme, rest, ok := strings.Cut(v, " "); ok && !strings.HasPrefix(scheme, keys.SecretPrefix) {
+		v = strings.TrimSpace(rest)
+	}
+	return strings.HasPrefix(v, keys.SecretPrefix)
+}
+
+// dropKeys removes from h, headers on their way to a target, every credential header that
+// carries one of the relay's keys. The keys are the relay's, never a target's: whether keys
+// are required or not, and also where they do not apply (a circuit's own auth, a
+// pass-through), a secret of ours must not reach a model server.
+func dropKeys(h http.Header) {
+	for _, name := range [...]string{"Authorization", "X-Api-Key"} {
+		if slices.ContainsFunc(h[name], carriesKey) {
+			delete(h, name)
+		}
+	}
+}
+
 // authorize is the auth stage. It returns the client's key, or nil after answering 401 (no
-// key, or not a valid one) or 503 (the store cannot say). The header that carried the key is
-// the relay's, never a target's: it is dropped from what targets receive.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, d Dialect, now time.Time) (*keys.Key, string) {
-	secret, header := credential(r.Header)
+// key, or not a valid one) or 503 (the store cannot say).
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, d Dialect, now time.Time) *keys.Key {
+	secret, _ := credential(r.Header)
 	if secret == "" {
 		writeAuthError(w, d, "API key required")
-		return nil, ""
+		return nil
 	}
 	if !strings.HasPrefix(secret, keys.SecretPrefix) {
 		// No key of ours (a circuit token, a cloud key): refused without asking the store,
 		// and no guess at one either.
 		writeAuthError(w, d, "Invalid API key")
-		return nil, ""
+		return nil
 	}
 	k, err := s.keys.Check(r.Context(), secret, now)
 	switch {
 	case err == nil:
 		s.ledger.Touch(k.ID, now)
-		return k, header
+		return k
 	case errors.Is(err, keys.ErrInvalid):
 		// A wrong key is a guess: its answer waits its turn, like a wrong worker secret.
 		s.WrongCredential(r.Context(), "api_key", peerIP(r, s.opts.TrustedProxies))
@@ -75,7 +105,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, d Dialect, no
 		s.log.Warn("API key not checked: key store unavailable", "err", err)
 		writeError(w, d, errKeyStoreDown)
 	}
-	return nil, ""
+	return nil
 }
 
 // writeAuthError answers 401 with the Rust server's body on OpenAI routes and Anthropic's

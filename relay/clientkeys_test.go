@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,6 +32,41 @@ func TestCredential(t *testing.T) {
 	}
 }
 
+// TestDropKeys: a credential header that carries one of the relay's keys, in any way a
+// client may write it, never reaches a target; other credentials go on.
+func TestDropKeys(t *testing.T) {
+	const key = "mr_live_abcdefghijklmnopqrstuvwxyz012345"
+	for _, tc := range []struct {
+		header http.Header
+		kept   []string
+	}{
+		{http.Header{"Authorization": {"Bearer " + key}}, nil},
+		{http.Header{"Authorization": {key}}, nil},
+		{http.Header{"Authorization": {"bearer  " + key + " "}}, nil},
+		{http.Header{"Authorization": {"Bearer sk-other"}}, []string{"Authorization"}},
+		{http.Header{"X-Api-Key": {key}}, nil},
+		{http.Header{"X-Api-Key": {" " + key}}, nil},
+		{http.Header{"X-Api-Key": {"sk-ant-other", key}}, nil}, // a second line is no hiding place
+		{http.Header{"X-Api-Key": {key}, "Authorization": {"Bearer circuit-jwt"}}, []string{"Authorization"}},
+		{http.Header{"X-Api-Key": {"sk-ant-other"}, "Authorization": {"Bearer " + key}}, []string{"X-Api-Key"}},
+		{http.Header{"X-Api-Key": {key}, "Authorization": {"Bearer mr_live_another"}}, nil},
+		{http.Header{"X-Api-Key": {"Token " + key}}, nil},
+		{http.Header{"X-Api-Key": {"sk-ant-mr_live_lookalike"}}, []string{"X-Api-Key"}},
+		{http.Header{"X-Other": {key}}, []string{"X-Other"}}, // not a credential header
+	} {
+		h := tc.header.Clone()
+		dropKeys(h)
+		var kept []string
+		for name := range h {
+			kept = append(kept, name)
+		}
+		slices.Sort(kept)
+		if !slices.Equal(kept, tc.kept) {
+			t.Errorf("dropKeys(%v) kept %q, want %q", tc.header, kept, tc.kept)
+		}
+	}
+}
+
 // BenchmarkKeyStages is what client keys add to a request whose key is cached: reading the
 // credential, validating it, recording its use, and the admission of its model and limits.
 func BenchmarkKeyStages(b *testing.B) {
@@ -51,7 +87,7 @@ func BenchmarkKeyStages(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		k, _ := s.authorize(w, r, OpenAI, now)
+		k := s.authorize(w, r, OpenAI, now)
 		if k == nil {
 			b.Fatal("refused")
 		}

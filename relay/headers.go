@@ -10,10 +10,12 @@ import (
 )
 
 // filterHeader returns the end-to-end subset of h, without the headers that name the client
-// (forwardHeaders sets those from what the relay can vouch for).
+// (forwardHeaders sets those from what the relay can vouch for) and without the relay's own
+// client keys (dropKeys).
 func filterHeader(h http.Header) http.Header {
 	out := make(http.Header, len(h)+3)
 	copyEndToEnd(out, h, namesClient)
+	dropKeys(out)
 	return out
 }
 

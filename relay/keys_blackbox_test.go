@@ -211,8 +211,14 @@ func TestAdminKeysRustContract(t *testing.T) {
 	if _, ok := listed["secret"]; ok {
 		t.Fatalf("list shows the secret: %v", listed)
 	}
+	if _, ok := k["warning"]; ok {
+		t.Errorf("keys are required, yet the created key carries a warning: %v", k)
+	}
+	if _, ok := list["warning"]; ok {
+		t.Errorf("keys are required, yet the list carries a warning: %v", list)
+	}
 	for _, field := range []string{"id", "name", "prefix", "created_at", "last_used_at", "revoked", "allowed_models",
-		"rate_limit_rpm", "token_limit_tpm", "priority", "expires_at"} {
+		"rate_limit_rpm", "token_limit_tpm", "priority", "max_priority", "expires_at"} {
 		if _, ok := listed[field]; !ok {
 			t.Errorf("listed key has no %s: %v", field, listed)
 		}
@@ -239,17 +245,23 @@ func TestAdminKeysRustContract(t *testing.T) {
 
 func TestAdminKeysLimitsAndTheirValidation(t *testing.T) {
 	ts, _ := keyedRelay(t, relay.Options{}, "m")
-	k := createKey(t, ts, `,"allowed_models":["llama-*"],"rate_limit_rpm":60,"token_limit_tpm":1000,"priority":"low","expires_at":"2099-01-02T03:04:05Z"`)
+	k := createKey(t, ts, `,"allowed_models":["llama-*"],"rate_limit_rpm":60,"token_limit_tpm":1000,"priority":"low",`+
+		`"max_priority":"normal","expires_at":"2099-01-02T03:04:05Z"`)
 	if fmt.Sprint(k["allowed_models"]) != "[llama-*]" || k["rate_limit_rpm"] != 60.0 || k["token_limit_tpm"] != 1000.0 ||
-		k["priority"] != "low" || k["expires_at"] != "2099-01-02T03:04:05Z" {
+		k["priority"] != "low" || k["max_priority"] != "normal" || k["expires_at"] != "2099-01-02T03:04:05Z" {
 		t.Fatalf("created %v", k)
 	}
 	id := k["id"].(string)
 	status, v := callJSON(t, ts, http.MethodPatch, "/admin/keys/"+id, adminToken, `{"rate_limit_rpm":null,"priority":"high"}`)
-	if status != 200 || v["rate_limit_rpm"] != nil || v["priority"] != "high" || v["token_limit_tpm"] != 1000.0 {
+	if status != 200 || v["rate_limit_rpm"] != nil || v["priority"] != "high" || v["token_limit_tpm"] != 1000.0 || v["max_priority"] != "normal" {
 		t.Fatalf("patch: %d %v", status, v)
 	}
+	status, v = callJSON(t, ts, http.MethodPatch, "/admin/keys/"+id, adminToken, `{"max_priority":null}`)
+	if status != 200 || v["max_priority"] != nil || v["priority"] != "high" {
+		t.Fatalf("patch max_priority null: %d %v", status, v)
+	}
 	for _, body := range []string{`{"name":1}`, `{}`, `not json`, `{"name":"x","priority":"urgent"}`, `{"name":"x","rate_limit_rpm":-1}`,
+		`{"name":"x","max_priority":"urgent"}`, `{"name":"x","max_priority":2}`,
 		`{"name":"x","expires_at":"tomorrow"}`, `{"name":"x","allowed_models":"llama"}`, `{"name":"x","allowed_models":[""]}`} {
 		status, v := callJSON(t, ts, http.MethodPost, "/admin/keys", adminToken, body)
 		if msg, _ := v["error"].(string); status != 400 || msg == "" {
@@ -259,11 +271,29 @@ func TestAdminKeysLimitsAndTheirValidation(t *testing.T) {
 	if status, _ := callJSON(t, ts, http.MethodPatch, "/admin/keys/"+id, adminToken, `{"priority":7}`); status != 400 {
 		t.Errorf("bad patch: %d", status)
 	}
+	status, v = callJSON(t, ts, http.MethodPatch, "/admin/keys/"+id, adminToken, `{"max_priority":"highest"}`)
+	if status != 400 || v["error"] != "max_priority must be high, normal, low or null" {
+		t.Errorf("bad max_priority patch: %d %v", status, v)
+	}
 	if status, _ := callJSON(t, ts, http.MethodPatch, "/admin/keys/00000000-0000-4000-8000-000000000000", adminToken, `{}`); status != 404 {
 		t.Errorf("patch of an unknown key: %d", status)
 	}
 	if status, _ := getJSON(t, ts, "/admin/keys/00000000-0000-4000-8000-000000000000/usage", adminToken); status != 404 {
 		t.Errorf("usage of an unknown key: %d", status)
+	}
+}
+
+// While keys are not required, the admin API says so with every key it makes and lists: a
+// key guards nothing there, it only applies to the clients that send it.
+func TestKeysNotRequiredAdminWarns(t *testing.T) {
+	_, ts := startServer(t, relay.Options{Timings: quietTimings(), AdminToken: adminToken})
+	k := createKey(t, ts, "")
+	const want = "require_api_keys is off: a key is checked when a client sends it, but requests without a key are still served"
+	if k["warning"] != want || k["secret"] == nil {
+		t.Errorf("created key %v; want its secret and the warning %q", k, want)
+	}
+	if _, list := getJSON(t, ts, "/admin/keys", adminToken); list["warning"] != want || len(list["keys"].([]any)) != 1 {
+		t.Errorf("list %v; want the key and the warning", list)
 	}
 }
 

@@ -15,15 +15,15 @@ const (
 	classes
 )
 
-// parsePriority reads a priority name; ok is false for anything else.
+// priorityNames name the classes, by class.
+var priorityNames = [classes]string{priorityHigh: "high", priorityNormal: "normal", priorityLow: "low"}
+
+// parsePriority reads a priority name; ok is false (and p normal) for anything else.
 func parsePriority(s string) (p priority, ok bool) {
-	switch s {
-	case "high":
-		return priorityHigh, true
-	case "normal":
-		return priorityNormal, true
-	case "low":
-		return priorityLow, true
+	for c, name := range priorityNames {
+		if s == name {
+			return priority(c), true
+		}
 	}
 	return priorityNormal, false
 }

@@ -6,6 +6,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -49,7 +50,8 @@ type Options struct {
 	Breaker    BreakerOptions
 	Scheduling Scheduling
 	// RequireAPIKeys makes every inference route (but on circuit hosts, which keep their own
-	// rules) ask for a client API key from Keys.
+	// rules) ask for a client API key from Keys. Without it, a request that sends one of our
+	// keys is still checked, limited and accounted; one that sends none is served.
 	RequireAPIKeys bool
 	Keys           KeyOptions
 	Version        string
@@ -82,6 +84,9 @@ type Scheduling struct {
 	PrefixMinMatch     float64       // share of a prompt's blocks a target must hold to win it (0.3)
 	PrefixCacheEntries int           // block hashes remembered per target (16384)
 	PriorityAging      time.Duration // a waiter's class rises one step per this much waiting (10 s)
+	// MaxClientPriority is the highest class a request without a client key may ask for
+	// (high, normal or low; "" = high): keyed requests have their key's ceiling instead.
+	MaxClientPriority string
 }
 
 func (o *Scheduling) fill() {
@@ -102,6 +107,9 @@ func (o *Scheduling) fill() {
 	}
 	if o.PriorityAging <= 0 {
 		o.PriorityAging = 10 * time.Second
+	}
+	if o.MaxClientPriority == "" {
+		o.MaxClientPriority = "high"
 	}
 }
 
@@ -175,6 +183,8 @@ type Server struct {
 	upstreams  *upstreamClient
 	backends   []*upstream
 
+	clientCeiling priority // the highest class a request without a client key may take
+
 	workerSeq atomic.Uint64
 	memberSeq atomic.Uint64
 	reqSeq    atomic.Uint64
@@ -230,6 +240,10 @@ func New(opts Options) (*Server, error) {
 	}
 	opts.Breaker.fill()
 	opts.Scheduling.fill()
+	clientCeiling, ok := parsePriority(opts.Scheduling.MaxClientPriority)
+	if !ok {
+		return nil, fmt.Errorf("max client priority %q is none of high, normal or low", opts.Scheduling.MaxClientPriority)
+	}
 	opts.Timings.fill()
 	opts.BodyLimits.fill()
 	if opts.Keys.Store == nil {
@@ -250,6 +264,7 @@ func New(opts Options) (*Server, error) {
 			workerGrace: opts.WorkerGrace, slowStart: opts.SlowStart, breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger,
 			names: &modelNames{}},
 	}
+	s.clientCeiling = clientCeiling
 	s.keys = keys.NewAuth(opts.Keys.Store, opts.Keys.CacheTTL)
 	s.budget = opts.Keys.Budget
 	s.ledger = keys.NewLedger(opts.Keys.Store, time.Second, opts.Keys.MaxPending, opts.Logger)

@@ -58,6 +58,7 @@ type Config struct {
 	PrefixMinMatch         float64             // share of a prompt's blocks a target must hold to win it
 	PrefixCacheEntries     int                 // block hashes remembered per target
 	PriorityAging          time.Duration       // a waiter's class rises one step per this much waiting
+	MaxClientPriority      string              // highest class a request without a client key may ask for
 	Backends               []BackendConfig
 	Demo                   bool // also serve the built-in demo model as the static backend "demo"
 	AppProxy               AppProxyConfig
@@ -193,11 +194,15 @@ var settings = []setting{
 	{key: "prefix_min_match", flag: "prefix-min-match", env: "PREFIX_MIN_MATCH"},
 	{key: "prefix_cache_entries", flag: "prefix-cache-entries", env: "PREFIX_CACHE_ENTRIES"},
 	{key: "priority_aging", flag: "priority-aging", env: "PRIORITY_AGING"},
+	{key: "max_client_priority", flag: "max-client-priority", env: "MODELRELAY_MAX_CLIENT_PRIORITY"},
 	{key: "demo", flag: "demo", env: "MODELRELAY_DEMO", boolean: true},
 }
 
 // routingPolicies are the values of `routing` (gateway.md section 3).
 var routingPolicies = []string{"least_load", "cache_aware"}
+
+// priorityClasses are the values of `max_client_priority`, highest first.
+var priorityClasses = []string{"high", "normal", "low"}
 
 // maxPrefixCacheEntries bounds prefix_cache_entries: the relay keeps that many block hashes
 // per target, so a typo must not become gigabytes.
@@ -255,6 +260,7 @@ func defaultValues() map[string]any {
 		"prefix_min_match":               0.3,
 		"prefix_cache_entries":           16384,
 		"priority_aging":                 10 * time.Second,
+		"max_client_priority":            "high", // what every client could ask before the setting existed
 		"demo":                           false,
 		"appproxy.enabled":               false,
 		"appproxy.events_enabled":        true,

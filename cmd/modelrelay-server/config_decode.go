@@ -275,6 +275,7 @@ func decodeConfig(k *koanf.Koanf, p *problems) Config {
 		PrefixMinMatch:         d.float("prefix_min_match"),
 		PrefixCacheEntries:     d.int("prefix_cache_entries"),
 		PriorityAging:          d.duration("priority_aging"),
+		MaxClientPriority:      strings.ToLower(d.str("max_client_priority")),
 		AccessLog:              d.boolean("access_log"),
 		Demo:                   d.boolean("demo"),
 		AppProxy:               decodeAppProxy(d),

@@ -91,6 +91,7 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		PrefixMinMatch:     0.3,
 		PrefixCacheEntries: 16384,
 		PriorityAging:      10 * time.Second,
+		MaxClientPriority:  "high",
 		AppProxy: AppProxyConfig{
 			EventsEnabled:       true,
 			Authority:           host,
@@ -201,6 +202,10 @@ func TestPrecedence(t *testing.T) {
 			vals:    layers{"3s", "2.5", "1s"},
 			get:     func(c Config) any { return c.PriorityAging },
 			fileVal: time.Second, envVal: 2500 * time.Millisecond, flagVal: 3 * time.Second, defaultVal: 10 * time.Second},
+		{key: "max_client_priority", flag: "max-client-priority", env: "MODELRELAY_MAX_CLIENT_PRIORITY",
+			vals:    layers{"Low", "normal", "high"},
+			get:     func(c Config) any { return c.MaxClientPriority },
+			fileVal: "high", envVal: "normal", flagVal: "low", defaultVal: "high"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key, func(t *testing.T) {
@@ -308,6 +313,7 @@ affinity_slack: 0
 prefix_min_match: 0.5
 prefix_cache_entries: 4096
 priority_aging: 2.5
+max_client_priority: normal
 fallbacks:
   llama-3-70b: [llama-3-8b, gpt-4o-mini]
   llama-3.1-8b: gpt-4o-mini
@@ -339,6 +345,7 @@ affinity_slack = 0
 prefix_min_match = 0.5
 prefix_cache_entries = 4096
 priority_aging = 2.5
+max_client_priority = "normal"
 
 [fallbacks]
 llama-3-70b = ["llama-3-8b", "gpt-4o-mini"]
@@ -368,7 +375,7 @@ api_key = "sk-file-key"
 		TrustedProxies:   []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")},
 		WorkerGrace:      2 * time.Second, BreakerFailures: 3, BreakerCooldown: time.Second, BreakerMaxCooldown: 30 * time.Second,
 		SlowStart: time.Minute, Routing: "least_load", AffinityTTL: 90 * time.Second, AffinitySlack: 0, PrefixMinMatch: 0.5,
-		PrefixCacheEntries: 4096, PriorityAging: 2500 * time.Millisecond,
+		PrefixCacheEntries: 4096, PriorityAging: 2500 * time.Millisecond, MaxClientPriority: "normal",
 		Fallbacks: map[string][]string{
 			"llama-3-70b":     {"llama-3-8b", "gpt-4o-mini"},
 			"llama-3.1-8b":    {"gpt-4o-mini"},
@@ -603,6 +610,11 @@ func TestValidationErrors(t *testing.T) {
 		{"database url not postgres", loadCase{env: map[string]string{"DATABASE_URL": "mysql://db/x"}}, `config: database_url: must be a postgres:// or postgresql:// URL`},
 		{"redis url not redis", loadCase{env: map[string]string{"REDIS_URL": "http://cache:6379"}}, `config: redis_url: redis: invalid URL scheme: http`},
 		{"priority aging text", loadCase{env: map[string]string{"PRIORITY_AGING": "often"}}, `config: priority_aging: invalid duration "often" (want e.g. 30s, 5m or a number of seconds)`},
+		{"max client priority unknown", file("max_client_priority: urgent"), `config: max_client_priority: unknown class "urgent" (want high, normal or low)`},
+		{"max client priority empty", loadCase{args: []string{"--max-client-priority="}}, `config: max_client_priority: unknown class "" (want high, normal or low)`},
+		{"max client priority type", file("max_client_priority: 1"), `config: max_client_priority: must be a string (quote the value)`},
+		{"max client priority env", loadCase{env: map[string]string{"MODELRELAY_MAX_CLIENT_PRIORITY": "highest"}}, `config: max_client_priority: unknown class "highest" (want high, normal or low)`},
+		{"max client priority case ok", loadCase{env: map[string]string{"MODELRELAY_MAX_CLIENT_PRIORITY": " Normal "}}, ""},
 		{"fallbacks shape", file("fallbacks: [a, b]"), `config: fallbacks: must be a mapping (model: [alternate, ...])`},
 		{"fallbacks shape toml", loadCase{file: `fallbacks = "a"`, name: "c.toml"}, `config: fallbacks: must be a mapping (model: [alternate, ...])`},
 		{"fallbacks chain type", file("fallbacks: {a: {b: c}}"), `config: fallbacks.a: must be a list of model names`},
@@ -1120,16 +1132,16 @@ func TestConfigWiresRelayOptions(t *testing.T) {
 func TestConfigWiresScheduling(t *testing.T) {
 	def, _ := mustLoad(t, loadCase{})
 	want := relay.Scheduling{CacheAware: true, AffinityTTL: 5 * time.Minute, AffinitySlack: 2,
-		PrefixMinMatch: 0.3, PrefixCacheEntries: 16384, PriorityAging: 10 * time.Second}
+		PrefixMinMatch: 0.3, PrefixCacheEntries: 16384, PriorityAging: 10 * time.Second, MaxClientPriority: "high"}
 	if got := relayOptions(def, slog.New(slog.DiscardHandler), nil).Scheduling; got != want {
 		t.Errorf("defaults: Scheduling = %+v, want %+v", got, want)
 	}
 
 	cfg, _ := mustLoad(t, loadCase{args: []string{"--routing=LEAST_LOAD", "--affinity-slack=0"},
 		env:  map[string]string{"AFFINITY_TTL": "30", "PREFIX_MIN_MATCH": "0.8", "WORKER_SECRET": "s"},
-		file: "prefix_cache_entries: 1024\npriority_aging: 2s\n"})
+		file: "prefix_cache_entries: 1024\npriority_aging: 2s\nmax_client_priority: LOW\n"})
 	want = relay.Scheduling{CacheAware: false, AffinityTTL: 30 * time.Second, AffinitySlack: -1,
-		PrefixMinMatch: 0.8, PrefixCacheEntries: 1024, PriorityAging: 2 * time.Second}
+		PrefixMinMatch: 0.8, PrefixCacheEntries: 1024, PriorityAging: 2 * time.Second, MaxClientPriority: "low"}
 	if got := relayOptions(cfg, slog.New(slog.DiscardHandler), nil).Scheduling; got != want {
 		t.Errorf("Scheduling = %+v, want %+v", got, want)
 	}

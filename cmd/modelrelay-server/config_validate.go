@@ -139,6 +139,9 @@ func (c Config) validateScheduling(p *problems) {
 	if c.PriorityAging == 0 {
 		p.add("priority_aging", "must be positive")
 	}
+	if !slices.Contains(priorityClasses, c.MaxClientPriority) {
+		p.add("max_client_priority", "unknown class %q (want high, normal or low)", c.MaxClientPriority)
+	}
 }
 
 // checkHostPort wants host:port with a numeric port; the host may be empty (all interfaces).
@@ -445,6 +448,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Float64("prefix_min_match", c.PrefixMinMatch),
 		slog.Int("prefix_cache_entries", c.PrefixCacheEntries),
 		slog.Duration("priority_aging", c.PriorityAging),
+		slog.String("max_client_priority", c.MaxClientPriority),
 		slog.Int("trusted_proxies", len(c.TrustedProxies)),
 		slog.String("config_file", c.ConfigFile),
 		slog.Bool("appproxy", a.Enabled),

@@ -117,6 +117,7 @@ func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options 
 		PrefixMinMatch:     cfg.PrefixMinMatch,
 		PrefixCacheEntries: cfg.PrefixCacheEntries,
 		PriorityAging:      cfg.PriorityAging,
+		MaxClientPriority:  cfg.MaxClientPriority,
 	}
 	return relay.Options{
 		Provider:               cfg.Provider,

@@ -95,6 +95,10 @@ Scheduling:
   --priority-aging DURATION      a waiting request's priority rises one class per this
                                  much waiting, so low priority never starves
                                  env PRIORITY_AGING, default 10s
+  --max-client-priority CLASS    highest priority (high, normal or low) a request without
+                                 a client API key may ask for; a higher ask is served at
+                                 this class (a key's own max_priority caps keyed requests)
+                                 env MODELRELAY_MAX_CLIENT_PRIORITY, default high
 
 Limits:
   --max-body-bytes N             largest request body

@@ -47,6 +47,7 @@ type Limits struct {
 	RateLimitRPM  int       // requests per minute; 0: unlimited
 	TokenLimitTPM int       // input plus output tokens per minute; 0: unlimited
 	Priority      string    // the default priority class of its requests ("" = normal)
+	MaxPriority   string    // the highest class its requests may ask for ("" = Priority, else normal)
 	ExpiresAt     time.Time // zero: never
 }
 
@@ -57,6 +58,7 @@ type Patch struct {
 	RateLimitRPM  *int
 	TokenLimitTPM *int
 	Priority      *string
+	MaxPriority   *string
 	ExpiresAt     *time.Time
 }
 
@@ -73,6 +75,9 @@ func (p Patch) Apply(l Limits) Limits {
 	}
 	if p.Priority != nil {
 		l.Priority = *p.Priority
+	}
+	if p.MaxPriority != nil {
+		l.MaxPriority = *p.MaxPriority
 	}
 	if p.ExpiresAt != nil {
 		l.ExpiresAt = *p.ExpiresAt

@@ -231,6 +231,7 @@
     if (k.token_limit_tpm !== null) parts.push(`${k.token_limit_tpm} tok/min`);
     if (k.allowed_models && k.allowed_models.length > 0) parts.push(`models ${models(k.allowed_models)}`);
     if (k.priority !== null) parts.push(`priority ${k.priority}`);
+    if (k.max_priority !== null) parts.push(`max priority ${k.max_priority}`);
     if (k.expires_at !== null) parts.push(`expires ${new Date(k.expires_at).toLocaleString()}`);
     return parts.length > 0 ? parts.join('; ') : 'none';
   }
@@ -315,7 +316,11 @@
     note('workers-note', workers);
     renderCircuits(circuits.status === 'fulfilled' ? circuits.value.circuits : []);
     note('circuits-note', circuits);
-    if (keyList.status === 'fulfilled') renderKeys(keyList.value.keys);
+    if (keyList.status === 'fulfilled') {
+      renderKeys(keyList.value.keys);
+      // While keys are not required the relay says what a key does and does not do.
+      $('keys-warning').textContent = keyList.value.warning || '';
+    }
     note('keys-note', keyList);
     if (metrics.status === 'fulfilled') addSample(metricTotals(metrics.value));
     renderRates();

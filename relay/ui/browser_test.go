@@ -373,6 +373,9 @@ func TestStatusPageFollowsTheRelay(t *testing.T) {
 		t.Fatalf("key row: %q", keyRow)
 	}
 	wantCells(t, "key", slices.Concat(keyRow[:4], keyRow[5:]), "ui-test-key", key.Prefix, "active", "none", "2", "10", "14")
+	if notice := eval[string](p, `document.getElementById('keys-warning').textContent`); notice != "" {
+		t.Errorf("keys are required, yet the keys section says %q", notice)
+	}
 	wantCells(t, "circuit", p.row(`#circuits tr[data-circuit="circuit-1"]`)[:4], "circuit-1", "chat.apps.example", "static-model", "yes")
 	wantCells(t, "circuit routes", p.routes("circuit-1"),
 		"fake-upstream healthy · 0 in flight · breaker closed", workerID+" healthy · 0 in flight")
@@ -407,6 +410,31 @@ func TestStatusPageFollowsTheRelay(t *testing.T) {
 	p.waitFor("the sign-in form after signing out",
 		`!document.getElementById('login-section').hidden && document.getElementById('status').hidden &&
 		 sessionStorage.getItem('modelrelay.adminToken') === null`)
+}
+
+// While keys are not required the keys section says what a key does there, and a key's
+// priority ceiling shows among its limits.
+func TestStatusPageKeysNotRequired(t *testing.T) {
+	browser := newBrowser(t)
+	_, ts := startRelay(t, relay.Options{AdminToken: adminToken, WorkerSecret: workerSecret})
+	var key struct{ ID, Prefix, Warning string }
+	if err := json.Unmarshal(call(t, http.MethodPost, ts.URL+"/admin/keys", adminToken,
+		`{"name":"optional-key","priority":"low","max_priority":"normal"}`), &key); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "require_api_keys is off: a key is checked when a client sends it, but requests without a key are still served"
+	if key.Warning != warning {
+		t.Errorf("POST /admin/keys warning %q, want %q", key.Warning, warning)
+	}
+	p := openPage(t, browser, ts.URL+"/ui/")
+	p.signIn(adminToken)
+	keyRow := fmt.Sprintf(`#keys tr[data-key=%q]`, key.ID)
+	p.waitFor("the key", `document.querySelector('`+keyRow+`')`)
+	wantCells(t, "key", p.row(keyRow)[:4], "optional-key", key.Prefix, "active", "priority low; max priority normal")
+	if got := eval[string](p, `document.getElementById('keys-warning').textContent`); got != warning {
+		t.Errorf("the keys section says %q, want %q", got, warning)
+	}
+	p.screenshot("ui-keys-not-required.png")
 }
 
 // With no admin token configured there is nothing to sign in with: the page says so.

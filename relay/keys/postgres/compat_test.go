@@ -38,7 +38,8 @@ func TestRustDatabase(t *testing.T) {
 		!k.LastUsedAt.IsZero() {
 		t.Errorf("Find of the Rust key: %+v", k)
 	}
-	if len(k.AllowedModels) != 0 || k.RateLimitRPM != 0 || k.TokenLimitTPM != 0 || k.Priority != "" || !k.ExpiresAt.IsZero() {
+	if len(k.AllowedModels) != 0 || k.RateLimitRPM != 0 || k.TokenLimitTPM != 0 || k.Priority != "" || k.MaxPriority != "" ||
+		!k.ExpiresAt.IsZero() {
 		t.Errorf("Rust key has limits: %+v", k.Limits)
 	}
 	mine, _ := insert(t, s, "go key")

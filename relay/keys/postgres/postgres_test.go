@@ -2,6 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/hex"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,8 +64,52 @@ func TestMigrationsIdempotent(t *testing.T) {
 	if err == nil {
 		versions, err = pgx.CollectRows(rows, pgx.RowTo[int32])
 	}
-	if err != nil || len(versions) != 2 || versions[0] != 1 || versions[1] != 2 {
-		t.Errorf("applied migrations = %v, %v; want [1 2]", versions, err)
+	if err != nil || !slices.Equal(versions, []int32{1, 2, 3}) {
+		t.Errorf("applied migrations = %v, %v; want [1 2 3]", versions, err)
+	}
+}
+
+// TestUpgradeAddsMaxPriority opens a database that an earlier relay migrated (versions 1 and
+// 2, a key with limits in it): the new column arrives, the key keeps its limits and gains no
+// ceiling, and the ceiling can then be set.
+func TestUpgradeAddsMaxPriority(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Shared(t).NewDatabase(t)
+	conn := connect(t, url)
+	for _, name := range []string{"0001_server_api_keys.sql", "0002_modelrelay_limits_usage.sql"} {
+		sql, err := os.ReadFile("migrations/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, string(sql)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	secret, prefix := keys.NewSecret()
+	id, hash := keys.NewID(), keys.HashOf(secret)
+	for _, sql := range []string{
+		`CREATE TABLE modelrelay_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+		`INSERT INTO modelrelay_schema_migrations (version) VALUES (1), (2)`,
+		`INSERT INTO server_api_keys (id, name, prefix, hash) VALUES ('` + id + `', 'old', '` + prefix + `', '\x` + hex.EncodeToString(hash[:]) + `')`,
+		`INSERT INTO modelrelay_key_limits (key_id, rate_limit_rpm, priority) VALUES ('` + id + `', 7, 'low')`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	s := open(t, url)
+	k, ok, err := s.Find(ctx, hash)
+	if err != nil || !ok {
+		t.Fatalf("Find of the key made before the upgrade = %v, %v", ok, err)
+	}
+	if k.RateLimitRPM != 7 || k.Priority != "low" || k.MaxPriority != "" {
+		t.Errorf("limits after the upgrade = %+v; want rpm 7, priority low, no max priority", k.Limits)
+	}
+	ceiling := "normal"
+	if k, ok, err = s.Update(ctx, id, keys.Patch{MaxPriority: &ceiling}); err != nil || !ok || k.MaxPriority != "normal" ||
+		k.RateLimitRPM != 7 || k.Priority != "low" {
+		t.Errorf("Update of the max priority = %+v, %v, %v", k.Limits, ok, err)
 	}
 }
 

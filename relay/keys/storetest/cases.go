@@ -126,7 +126,8 @@ func testLimits(t *testing.T, s keys.Store) {
 		AllowedModels: []string{"gpt-4*", "claude-?-opus", "llama/[a-c]*", "exact-model"},
 		RateLimitRPM:  60,
 		TokenLimitTPM: 100000,
-		Priority:      "high",
+		Priority:      "low",
+		MaxPriority:   "normal",
 		ExpiresAt:     expiry,
 	}
 	k, secret := newKey(t, s, "limited", l)
@@ -164,6 +165,9 @@ func testUpdate(t *testing.T, s keys.Store) {
 	prio, models := "high", []string{"c?"}
 	l.Priority, l.AllowedModels = prio, []string{"c?"}
 	update("priority and models", keys.Patch{Priority: &prio, AllowedModels: &models}, l)
+	ceiling := "normal"
+	l.MaxPriority = ceiling
+	update("max priority", keys.Patch{MaxPriority: &ceiling}, l)
 	if found, ok := find(t, s, secret); !ok {
 		t.Error("Find after Update: not found")
 	} else {
@@ -171,7 +175,8 @@ func testUpdate(t *testing.T, s keys.Store) {
 	}
 	update("nothing", keys.Patch{}, l)
 	zero, none, empty, never := 0, "", []string{}, time.Time{}
-	update("clear all", keys.Patch{AllowedModels: &empty, RateLimitRPM: &zero, TokenLimitTPM: &zero, Priority: &none, ExpiresAt: &never}, keys.Limits{})
+	update("clear all", keys.Patch{AllowedModels: &empty, RateLimitRPM: &zero, TokenLimitTPM: &zero, Priority: &none,
+		MaxPriority: &none, ExpiresAt: &never}, keys.Limits{})
 	later := expiry.Add(48 * time.Hour)
 	update("expiry", keys.Patch{ExpiresAt: &later}, keys.Limits{ExpiresAt: later})
 	// A revoked key still exists: its limits can change, and it stays revoked.
@@ -200,6 +205,30 @@ func testUpdateNoLimits(t *testing.T, s keys.Store) {
 		t.Fatal("Find after Update: not found")
 	}
 	sameLimits(t, "Find after Update", found.Limits, keys.Limits{AllowedModels: models})
+}
+
+// testMaxPriorityAlone stores a key whose only limit is its priority ceiling (in PostgreSQL:
+// a limits row that holds nothing else), then clears it: the key has no limits again.
+func testMaxPriorityAlone(t *testing.T, s keys.Store) {
+	k, secret := newKey(t, s, "capped", keys.Limits{MaxPriority: "low"})
+	found, ok := find(t, s, secret)
+	if !ok {
+		t.Fatal("Find: not found")
+	}
+	sameLimits(t, "Find", found.Limits, keys.Limits{MaxPriority: "low"})
+	sameLimits(t, "List", list(t, s)[0].Limits, keys.Limits{MaxPriority: "low"})
+	high := "high"
+	got, ok, err := s.Update(context.Background(), k.ID, keys.Patch{MaxPriority: &high})
+	if err != nil || !ok {
+		t.Fatalf("Update = %v, %v", ok, err)
+	}
+	sameLimits(t, "Update to high", got.Limits, keys.Limits{MaxPriority: "high"})
+	none := ""
+	if got, ok, err = s.Update(context.Background(), k.ID, keys.Patch{MaxPriority: &none}); err != nil || !ok {
+		t.Fatalf("Update = %v, %v", ok, err)
+	}
+	sameLimits(t, "Update cleared", got.Limits, keys.Limits{})
+	sameLimits(t, "Get after the clear", get(t, s, k.ID).Limits, keys.Limits{})
 }
 
 var (

@@ -27,6 +27,7 @@ func Run(t *testing.T, open func(t *testing.T) keys.Store) {
 		{"LimitsRoundTrip", testLimits},
 		{"UpdatePatch", testUpdate},
 		{"UpdateKeyWithoutLimits", testUpdateNoLimits},
+		{"MaxPriorityAlone", testMaxPriorityAlone},
 		{"RecordSums", testRecordSums},
 		{"LastUsedForward", testLastUsed},
 		{"UsageOrder", testUsageOrder},
@@ -121,9 +122,10 @@ func sameLimits(t *testing.T, what string, got, want keys.Limits) {
 	if !slices.Equal(got.AllowedModels, want.AllowedModels) {
 		t.Errorf("%s: AllowedModels %q, want %q", what, got.AllowedModels, want.AllowedModels)
 	}
-	if got.RateLimitRPM != want.RateLimitRPM || got.TokenLimitTPM != want.TokenLimitTPM || got.Priority != want.Priority {
-		t.Errorf("%s: rpm %d tpm %d priority %q, want %d %d %q", what, got.RateLimitRPM, got.TokenLimitTPM,
-			got.Priority, want.RateLimitRPM, want.TokenLimitTPM, want.Priority)
+	if got.RateLimitRPM != want.RateLimitRPM || got.TokenLimitTPM != want.TokenLimitTPM || got.Priority != want.Priority ||
+		got.MaxPriority != want.MaxPriority {
+		t.Errorf("%s: rpm %d tpm %d priority %q max priority %q, want %d %d %q %q", what, got.RateLimitRPM, got.TokenLimitTPM,
+			got.Priority, got.MaxPriority, want.RateLimitRPM, want.TokenLimitTPM, want.Priority, want.MaxPriority)
 	}
 	sameTime(t, what+" ExpiresAt", got.ExpiresAt, want.ExpiresAt)
 }
