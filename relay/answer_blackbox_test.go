@@ -73,8 +73,12 @@ func TestAnswerThatFailsInsideTheRelay(t *testing.T) {
 			502, "application/json", []string{`"type":"error"`, "ended the stream before the answer was complete"}, false},
 		{"a stream that dies", relay.OpenAI, messages, false, torn(200, "text/event-stream", openAIChunk("Hel")),
 			502, "application/json", []string{`"type":"error"`, "upstream closed the connection"}, false},
-		{"a whole answer that is not JSON", relay.OpenAI, messages, false, torn(200, "application/json", `{"id":`),
-			502, "application/json", []string{`"type":"error"`}, false},
+		{"a whole answer that is not JSON", relay.OpenAI, messages, false, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":`)
+		}, 502, "application/json", []string{`"message":"upstream error: the model server's answer could not be translated"`}, false},
+		{"a whole answer that dies", relay.OpenAI, messages, false, torn(200, "application/json", `{"id":`),
+			502, "application/json", []string{`"message":"upstream error: upstream closed the connection"`}, false},
 		{"openai client: a stream gathered into the answer", relay.Anthropic, chat, false, stream(anthropicStart, anthropicDelta("Hi"), anthropicEnd),
 			200, "application/json", []string{`"object":"chat.completion"`, `"content":"Hi"`, `"finish_reason":"stop"`}, false},
 		{"openai client: an event over 1 MiB", relay.Anthropic, chat, false, stream(anthropicStart, anthropicDelta(huge), anthropicEnd),
