@@ -154,7 +154,8 @@ type exchange struct {
 	target  string // the target that answered
 	queued  time.Duration
 	ttfb    time.Duration
-	status  int // 0: the client left before it was answered
+	status  int  // 0: the client left before it was answered
+	torn    bool // the answer was cut short mid-body: the connection is aborted once logged
 	bytes   int64
 	used    usage.Counts
 }
@@ -162,10 +163,19 @@ type exchange struct {
 // answered takes what the responder knows once the request is done.
 func (x *exchange) answered(out *responder) {
 	x.status, x.ttfb, x.bytes, x.target = out.status, out.ttfb, out.streamed, out.where.target
+	x.torn = out.torn
 	if out.where.from != "" {
 		x.served = out.where.served
 	}
 	x.used = out.usage()
+}
+
+// abortIfTorn aborts the connection of an answer cut short mid-body, so that the client sees
+// a broken answer rather than a complete-looking one.
+func (x *exchange) abortIfTorn() {
+	if x.torn {
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // logAccess writes the access log: one INFO line per inference or pass-through request, with

@@ -47,6 +47,7 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 	s.serveInference(w, r, d, at, &x)
 	s.metrics.observe(r.URL.Path, x.status, x.arrival, x.ttfb)
 	s.logAccess(w, r, &x)
+	x.abortIfTorn()
 }
 
 // serveInference is ServeInferenceAt's work: it answers the call and fills x in as it goes.
@@ -233,6 +234,7 @@ func (s *Server) ServePassThrough(w http.ResponseWriter, r *http.Request, pool s
 	s.serveChain(r.Context(), req, Placement{Pool: pool}, nil, out, &x)
 	x.answered(out)
 	s.logAccess(w, r, &x)
+	x.abortIfTorn()
 }
 
 func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Request {

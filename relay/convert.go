@@ -151,21 +151,27 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 }
 
 // conversion turns one target's answer, in the other family, into the client's family. A
-// stream is translated as its bytes arrive; a JSON answer is held (bounded) until it is whole.
+// stream is translated as its bytes arrive for a client that asked for one; a JSON answer is
+// held (bounded) until it is whole, and so is a stream the client did not ask for, gathered
+// into the answer the target should have sent (a client that did not ask for a stream cannot
+// read one, and nothing reaches it until the answer is whole: a stream that fails on the way
+// gets a 502 in the client's family, never a 200 with an error event).
 type conversion struct {
 	log        *slog.Logger
 	id         string // the request's, for log lines
 	route      route
 	meta       translate.Request
-	stream     translate.Stream // set once a 2xx event stream started
-	heldAnswer                  // an answer that is not a stream, held until it is whole
-	native     []byte           // the client's own request (count_tokens estimates from it)
+	streaming  bool                 // the client asked for a stream
+	stream     translate.Stream     // set once a 2xx event stream started
+	heldAnswer                      // an answer that is not a stream, held until it is whole
+	collect    *translate.Collector // gathers a held 2xx event stream into a whole answer
+	native     []byte               // the client's own request (count_tokens estimates from it)
 }
 
 // newConversion converts the answer to req, dressed translated.
 func newConversion(req *Request, log *slog.Logger) *conversion {
 	return &conversion{log: log, id: req.ID, route: req.route, meta: req.foreign.meta,
-		native: req.native.body}
+		streaming: req.Streaming && req.route != routeCountTokens, native: req.native.body}
 }
 
 // toAnthropic reports whether the client speaks Anthropic (the target then speaks OpenAI).
@@ -190,17 +196,31 @@ func (c *conversion) startStream() {
 // refused reports whether the translated request was refused as the wrong family too.
 func (c *conversion) refused() bool { return c.stream == nil && refusesDialect(c.status) }
 
-// hold starts holding an answer that is not a stream.
-func (c *conversion) hold(status int, h http.Header) { c.status, c.header = status, h }
+// hold starts holding an answer that is not translated as a stream; a 2xx event stream is
+// gathered into a whole answer (count_tokens has none to gather: its answer is estimated).
+func (c *conversion) hold(status int, h http.Header, eventStream bool) {
+	c.status, c.header = status, h
+	if eventStream && success(status) && c.route != routeCountTokens {
+		c.collect = translate.NewCollector(!c.toAnthropic(), maxTranslatedBody)
+	}
+}
 
 // keep holds more of the answer: a whole one up to maxTranslatedBody, an error's first
-// maxErrorBody bytes (enough for its message).
-func (c *conversion) keep(b []byte) {
+// maxErrorBody bytes (enough for its message). An error means a gathered stream broke (an
+// event over the event bound, an answer over maxTranslatedBody): the answer is that 502.
+func (c *conversion) keep(b []byte) error {
+	if c.collect != nil {
+		if err := c.collect.Write(b); err != nil {
+			return errUpstream(err.Error())
+		}
+		return nil
+	}
 	limit := maxTranslatedBody
 	if !success(c.status) {
 		limit = maxErrorBody
 	}
 	c.add(b, limit)
+	return nil
 }
 
 // answer is the client's answer for a held one: status, body and whether the body is the
@@ -220,6 +240,12 @@ func (c *conversion) answer() (status int, body []byte, estimated bool, err erro
 	}
 	if !ok {
 		return c.status, translate.ErrorBody(c.status, c.body, c.toAnthropic()), false, nil
+	}
+	if c.collect != nil {
+		// The target's error event, or a stream that ended early: its message is the 502's.
+		if c.body, err = c.collect.Answer(); err != nil {
+			return 0, nil, false, errUpstream(err.Error())
+		}
 	}
 	if c.over {
 		return 0, nil, false, errUpstream("answer too large to translate")

@@ -27,7 +27,7 @@ type Pool struct {
 	queue      requestQueue
 	cursor     map[string]uint64    // per model: seq of the member chosen last
 	index      map[string][]*member // model -> members naming it; nil = rebuild (see candidatesLocked)
-	stars      []*member            // members serving any model
+	stars      []*member            // the catch-all members (see candidatesLocked)
 	knownUntil map[string]time.Time // models whose last advertiser left recently
 	ramping    []*member            // members in slow start (see rampLocked)
 	// Optional answers of the control plane's own for the two failures it defines.
@@ -112,47 +112,46 @@ func (p *Pool) Name() string { return p.name }
 // in slow start, ties go by smooth weighted round-robin on the weights slow start gave back so
 // far (see weightNow and rampLocked).
 func (p *Pool) pickLocked(model string, avoid *member, req *Request) (chosen *member, known bool) {
-	byModel, stars := p.candidatesLocked(model)
-	if len(byModel) == 0 && len(stars) == 0 {
+	var now clock
+	list := p.candidatesLocked(model, &now)
+	if len(list) == 0 {
 		return nil, false
 	}
 	last := p.cursor[model]
 	best := -1.0
 	var first, afterCursor *member
 	sameWeight := true
-	for _, list := range [2][]*member{byModel, stars} {
-		for _, m := range list {
-			if m == avoid || !m.available() {
-				continue
-			}
-			l := m.load()
-			switch {
-			case best < 0 || l < best:
-				best, first, afterCursor, sameWeight = l, m, nil, true
-			case l > best:
-				continue
-			case m.seq < first.seq:
-				first = m
-			}
-			if m.weight != first.weight {
-				sameWeight = false
-			}
-			if m.seq > last && (afterCursor == nil || m.seq < afterCursor.seq) {
-				afterCursor = m
-			}
+	for _, m := range list {
+		if m == avoid || !m.available() {
+			continue
+		}
+		l := m.load()
+		switch {
+		case best < 0 || l < best:
+			best, first, afterCursor, sameWeight = l, m, nil, true
+		case l > best:
+			continue
+		case m.seq < first.seq:
+			first = m
+		}
+		if m.weight != first.weight {
+			sameWeight = false
+		}
+		if m.seq > last && (afterCursor == nil || m.seq < afterCursor.seq) {
+			afterCursor = m
 		}
 	}
 	switch {
 	case first == nil:
 		return nil, true
 	case req != nil && (req.prefer != "" || req.prompt != nil):
-		if m := p.placeLocked(req, byModel, stars, best, avoid, last); m != nil {
+		if m := p.placeLocked(req, list, best, avoid, last); m != nil {
 			return m, true
 		}
 	}
 	switch {
 	case !sameWeight || len(p.ramping) > 0:
-		return p.smoothWeightedLocked(byModel, stars, best, avoid), true
+		return p.smoothWeightedLocked(list, best, avoid), true
 	case afterCursor != nil:
 		return afterCursor, true
 	}
@@ -166,7 +165,7 @@ func (p *Pool) pickLocked(model string, avoid *member, req *Request) (chosen *me
 // prefix of its prompt when that covers at least prefix_min_match of the prompt's blocks
 // (ties: lower load, then round robin after the cursor). A prefix every target holds ties
 // everywhere, so a shared system prompt never pulls all traffic to one target.
-func (p *Pool) placeLocked(req *Request, byModel, stars []*member, lowest float64, avoid *member, cursor uint64) *member {
+func (p *Pool) placeLocked(req *Request, list []*member, lowest float64, avoid *member, cursor uint64) *member {
 	bound := lowest + float64(p.cfg.sched.AffinitySlack)
 	var sessionTarget uint64
 	hasSession := false
@@ -181,30 +180,28 @@ func (p *Pool) placeLocked(req *Request, byModel, stars []*member, lowest float6
 	}
 	var session, held *member
 	bestMatch := 0
-	for _, list := range [2][]*member{byModel, stars} {
-		for _, m := range list {
-			if m == avoid || !m.available() {
-				continue
-			}
-			if req.prefer != "" && (m.id == req.prefer || m.name == req.prefer) {
-				return m
-			}
-			if m.load() > bound {
-				continue
-			}
-			if hasSession && m.seq == sessionTarget {
-				session = m
-			}
-			if len(blocks) == 0 {
-				continue
-			}
-			n := p.prefixes.Match(m.seq, blocks)
-			if n == 0 || n < bestMatch {
-				continue
-			}
-			if n > bestMatch || m.load() < held.load() || (m.load() == held.load() && rrBefore(m.seq, held.seq, cursor)) {
-				held, bestMatch = m, n
-			}
+	for _, m := range list {
+		if m == avoid || !m.available() {
+			continue
+		}
+		if req.prefer != "" && (m.id == req.prefer || m.name == req.prefer) {
+			return m
+		}
+		if m.load() > bound {
+			continue
+		}
+		if hasSession && m.seq == sessionTarget {
+			session = m
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		n := p.prefixes.Match(m.seq, blocks)
+		if n == 0 || n < bestMatch {
+			continue
+		}
+		if n > bestMatch || m.load() < held.load() || (m.load() == held.load() && rrBefore(m.seq, held.seq, cursor)) {
+			held, bestMatch = m, n
 		}
 	}
 	if session != nil {
@@ -224,14 +221,40 @@ func rrBefore(a, b, cursor uint64) bool {
 	return a < b
 }
 
-// candidatesLocked returns the members that serve model by name and those that serve any model,
-// each in registration order. The index is rebuilt only after membership or models changed.
-// Every selection starts here, so this is where slow-start weights are brought up to date
-// (rampLocked; kept out of pickLocked's body, whose loop measured slower with it there).
-func (p *Pool) candidatesLocked(model string) (byModel, stars []*member) {
+// candidatesLocked returns the members that serve model, in registration order. A model finds
+// its targets by name first: the members that name it serve it while any of them can still
+// take work (not draining, not gone, not breaker-open: a busy one can, and requests wait for
+// it). The catch-all members (models "*") serve only a model that no such member names: one
+// nobody names, or one whose named targets are all down, which would otherwise be refused.
+// A catch-all is often another deployment altogether (a cloud endpoint, a proxy), so it takes
+// no overflow from a named model's busy targets. Every selection starts here, so this is
+// where slow-start weights are brought up to date (rampLocked; kept out of pickLocked's body,
+// whose loop measured slower with it there).
+func (p *Pool) candidatesLocked(model string, now *clock) []*member {
 	if len(p.ramping) > 0 {
 		p.rampLocked()
 	}
+	named, stars := p.indexLocked(model)
+	if len(stars) == 0 || p.namedServeLocked(named, now) {
+		return named
+	}
+	return stars
+}
+
+// namedServeLocked reports whether any of named, the members naming a model, can still take
+// work: then they, not the catch-alls, serve the model.
+func (p *Pool) namedServeLocked(named []*member, now *clock) bool {
+	for _, m := range named {
+		if !m.draining && m.live(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// indexLocked returns the members that name model and those that serve any model, each in
+// registration order. The index is rebuilt only after membership or models changed.
+func (p *Pool) indexLocked(model string) (named, stars []*member) {
 	if p.index == nil {
 		p.index = make(map[string][]*member)
 		p.stars = p.stars[:0]
@@ -249,20 +272,18 @@ func (p *Pool) candidatesLocked(model string) (byModel, stars []*member) {
 
 // smoothWeightedLocked splits a tie at load among the available candidates by smooth weighted
 // round-robin on their weights now (weightNow).
-func (p *Pool) smoothWeightedLocked(byModel, stars []*member, load float64, avoid *member) *member {
+func (p *Pool) smoothWeightedLocked(list []*member, load float64, avoid *member) *member {
 	var chosen *member
 	var total float64
-	for _, list := range [2][]*member{byModel, stars} {
-		for _, m := range list {
-			if m == avoid || !m.available() || m.load() != load {
-				continue
-			}
-			w := m.weightNow()
-			total += w
-			m.swrrCurrent += w
-			if chosen == nil || m.swrrCurrent > chosen.swrrCurrent {
-				chosen = m
-			}
+	for _, m := range list {
+		if m == avoid || !m.available() || m.load() != load {
+			continue
+		}
+		w := m.weightNow()
+		total += w
+		m.swrrCurrent += w
+		if chosen == nil || m.swrrCurrent > chosen.swrrCurrent {
+			chosen = m
 		}
 	}
 	chosen.swrrCurrent -= total
@@ -283,7 +304,7 @@ func (p *Pool) assignLocked(m *member, req *Request) {
 // static backends or replicas are all down or breaker-open is 503 at once, and so is one
 // whose last worker left more than worker_grace ago; one never seen is 404.
 func (p *Pool) outlookLocked(model string, now *clock) (grace time.Time, err error) {
-	byModel, stars := p.candidatesLocked(model)
+	byModel, stars := p.indexLocked(model)
 	var reopens time.Time // earliest end of a cool-down among the model's members
 	for _, list := range [2][]*member{byModel, stars} {
 		for _, m := range list {
@@ -320,27 +341,23 @@ func (p *Pool) outlookLocked(model string, now *clock) (grace time.Time, err err
 // for one to free. Zero when a live member has no concurrency cap.
 func (p *Pool) estimateLocked(model string, now *clock) time.Duration {
 	ahead := p.queue.len()
-	var lists [2][]*member
-	if model == "" {
-		lists[0] = p.members
-	} else {
-		lists[0], lists[1] = p.candidatesLocked(model)
+	list := p.members
+	if model != "" {
+		list = p.candidatesLocked(model, now)
 		ahead = 0
 		if l := p.queue.byModel[model]; l != nil {
 			ahead = l.len()
 		}
 	}
 	capacity := 0
-	for _, list := range lists {
-		for _, m := range list {
-			if m.draining || !m.live(now) {
-				continue
-			}
-			if m.maxConcurrent == 0 {
-				return 0
-			}
-			capacity += m.maxConcurrent
+	for _, m := range list {
+		if m.draining || !m.live(now) {
+			continue
 		}
+		if m.maxConcurrent == 0 {
+			return 0
+		}
+		capacity += m.maxConcurrent
 	}
 	return time.Duration(float64(ahead+1) * float64(p.meanService) / float64(max(capacity, 1)))
 }
@@ -628,9 +645,15 @@ func (p *Pool) wake() {
 }
 
 // sweepLocked fails the queued requests whose model has no live target left and no grace to
-// wait out (they move on to their fallback, or get 503), and schedules a look at the end of
-// any grace.
+// wait out (they move on to their fallback, or get 503), schedules a look at the end of any
+// grace, and gives the catch-all members the requests whose named targets all went down.
 func (p *Pool) sweepLocked(now *clock) {
+	defer func() {
+		_, stars := p.indexLocked("")
+		for _, m := range stars {
+			p.dispatchForLocked(m)
+		}
+	}()
 	for model, l := range p.queue.byModel {
 		grace, err := p.outlookLocked(model, now)
 		if err == nil {
@@ -652,8 +675,15 @@ func (p *Pool) sweepLocked(now *clock) {
 // an idle compatible target.
 func (p *Pool) dispatchForLocked(m *member) {
 	var now clock
+	var serves func(model string) bool // a catch-all's: the models it serves now (candidatesLocked)
+	if m.star {
+		serves = func(model string) bool {
+			named, _ := p.indexLocked(model)
+			return slices.Contains(m.models, model) || !p.namedServeLocked(named, &now)
+		}
+	}
 	for m.available() {
-		req := p.queue.nextFor(m, &now)
+		req := p.queue.nextFor(m, serves, &now)
 		if req == nil {
 			return
 		}

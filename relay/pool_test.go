@@ -108,8 +108,8 @@ func TestStarServesAnyModelAndIndexFollowsModelChanges(t *testing.T) {
 	}
 	p.setModels(named, []string{"b"}, 0)
 	p.mu.Lock()
-	byModel, _ := p.candidatesLocked("b")
-	old, _ := p.candidatesLocked("a")
+	byModel, _ := p.indexLocked("b")
+	old, _ := p.indexLocked("a")
 	p.mu.Unlock()
 	if len(byModel) != 1 || len(old) != 0 {
 		t.Fatalf("index stale: b=%v a=%v", byModel, old)

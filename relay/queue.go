@@ -2,6 +2,8 @@ package relay
 
 import (
 	"container/list"
+	"iter"
+	"slices"
 	"time"
 )
 
@@ -117,16 +119,31 @@ func (q *requestQueue) first(l *classLists, now *clock) *Request {
 // next is any waiting request, in the order they go.
 func (q *requestQueue) next(now *clock) *Request { return q.first(&q.all, now) }
 
-// nextFor is the request m should take next among those whose model it serves.
-func (q *requestQueue) nextFor(m *member, now *clock) *Request {
-	if m.star {
-		return q.next(now)
+// nextFor is the request m should take next among those whose model it serves: one of the
+// models it names, or for a catch-all member (m.star) any model serves allows.
+func (q *requestQueue) nextFor(m *member, serves func(model string) bool, now *clock) *Request {
+	if !m.star {
+		return q.nextAmong(slices.Values(m.models), now)
 	}
+	if r := q.next(now); r == nil || serves(r.Model) {
+		return r // the common case: the head of the whole queue
+	}
+	return q.nextAmong(func(yield func(string) bool) {
+		for model := range q.byModel {
+			if serves(model) && !yield(model) {
+				return
+			}
+		}
+	}, now)
+}
+
+// nextAmong is the request that goes next among the waiters for models.
+func (q *requestQueue) nextAmong(models iter.Seq[string], now *clock) *Request {
 	var best *Request
 	var bestClass int
 	var bestOrder int64
 	ranked := false // best is ranked only once another model has a waiter too
-	for _, model := range m.models {
+	for model := range models {
 		l := q.byModel[model]
 		if l == nil {
 			continue

@@ -38,9 +38,15 @@ type responder struct {
 	length    int64 // of a relayed answer when the target announced it, else -1
 	started   bool
 	status    int
-	gate      atomic.Int32
-	arrival   time.Time
-	ttfb      time.Duration
+	// sse says the client's answer is an event stream: a failure after its head ends it with
+	// an error event. Any other body is torn instead (torn: the handler aborts the connection
+	// once the request is logged): an error appended to it would read as part of it, and a
+	// cut one must not look complete.
+	sse     bool
+	torn    bool
+	gate    atomic.Int32
+	arrival time.Time
+	ttfb    time.Duration
 
 	// Translation (see convert.go). conv, when set, turns the target's answer into the
 	// client's family; held means the answer is being held whole and the client has seen
@@ -140,12 +146,7 @@ func (o *responder) writeHead(status int, h http.Header) error {
 		o.follow(strings.HasPrefix(h.Get("Content-Type"), "text/event-stream"))
 	}
 	if o.conv != nil {
-		if success(status) && strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
-			o.startTranslatedStream(status, h)
-		} else {
-			o.held = true
-			o.conv.hold(status, h)
-		}
+		o.startTranslated(status, h, strings.HasPrefix(h.Get("Content-Type"), "text/event-stream"))
 		return nil
 	}
 	if o.meta && success(status) && strings.HasPrefix(h.Get("Content-Type"), "application/json") && h.Get("Content-Encoding") == "" {
@@ -157,6 +158,7 @@ func (o *responder) writeHead(status int, h http.Header) error {
 	if o.length >= 0 {
 		dst.Set("Content-Length", strconv.FormatInt(o.length, 10))
 	}
+	o.sse = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
 	copyEndToEnd(dst, h, nil)
 	if _, ok := dst["Content-Type"]; !ok {
 		dst["Content-Type"] = nil // no sniffing: the client gets what the target sent
@@ -193,12 +195,13 @@ func (o *responder) startEventStream() error {
 	}
 	o.follow(true)
 	if o.conv != nil {
-		o.startTranslatedStream(http.StatusOK, nil)
+		o.startTranslated(http.StatusOK, nil, true)
 		return nil
 	}
 	h := o.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
+	o.sse = true
 	o.writeHeader(http.StatusOK)
 	return nil
 }
@@ -240,6 +243,17 @@ func (o *responder) heard(status int) {
 	}
 }
 
+// startTranslated starts a translated answer: a 2xx event stream to a client that asked for a
+// stream is translated as it comes, head first; anything else is held until it is whole.
+func (o *responder) startTranslated(status int, h http.Header, eventStream bool) {
+	if eventStream && success(status) && o.conv.streaming {
+		o.startTranslatedStream(status, h)
+		return
+	}
+	o.held = true
+	o.conv.hold(status, h, eventStream)
+}
+
 // startTranslatedStream sends the head of a translated event stream.
 func (o *responder) startTranslatedStream(status int, h http.Header) {
 	dst := o.w.Header()
@@ -248,6 +262,7 @@ func (o *responder) startTranslatedStream(status int, h http.Header) {
 	dst.Set("Cache-Control", "no-cache")
 	dst.Del("Content-Length")
 	o.conv.startStream()
+	o.sse = true
 	o.writeHeader(status)
 }
 
@@ -290,7 +305,10 @@ func (o *responder) writeChunk(b []byte, flush bool) error {
 	}
 	if c := o.conv; c != nil {
 		if c.stream == nil {
-			c.keep(b)
+			if err := c.keep(b); err != nil {
+				o.fail(err) // held: the client has seen nothing, and gets a JSON error
+				return errStreamTooLarge
+			}
 			return nil
 		}
 		out, err := c.stream.Write(b)
@@ -310,8 +328,7 @@ func (o *responder) writeChunk(b []byte, flush bool) error {
 // emit writes bytes in the client's family.
 func (o *responder) emit(b []byte, flush bool) error {
 	if o.maxStream > 0 && o.streamed+int64(len(b)) > o.maxStream {
-		o.w.Write(o.streamError("stream exceeded size limit", "stream_too_large"))
-		o.rc.Flush()
+		o.end("stream exceeded size limit", "stream_too_large")
 		return errStreamTooLarge
 	}
 	if _, err := o.w.Write(b); err != nil {
@@ -326,9 +343,10 @@ func (o *responder) emit(b []byte, flush bool) error {
 	return nil
 }
 
-// fail ends the request with err: a JSON error in the route's dialect before the first byte,
-// an SSE error event after it. A stream that dies midway ends cleanly after that event rather
-// than with a torn connection: SDKs retry torn connections, which would repeat the output.
+// fail ends the request with err: a JSON error in the route's dialect before the first byte
+// (a held answer has sent none), an SSE error event after it. A stream that dies midway ends
+// cleanly after that event rather than with a torn connection: SDKs retry torn connections,
+// which would repeat the output. A body that is not a stream is torn (see sse).
 func (o *responder) fail(err error) {
 	if errors.Is(err, errClientGone) || errors.Is(err, errStreamTooLarge) || errors.Is(err, context.Canceled) {
 		return
@@ -344,13 +362,23 @@ func (o *responder) fail(err error) {
 		if code == "" {
 			code = "worker_lost"
 		}
-		o.w.Write(o.streamError(re.message, code))
-		o.rc.Flush()
+		o.end(re.message, code)
 		return
 	}
 	o.started, o.held = true, false
 	o.status = re.status
 	writeError(o.w, o.dialect, re)
+}
+
+// end cuts short an answer the client has started reading: a stream ends with an error event,
+// any other body is torn.
+func (o *responder) end(message, code string) {
+	if !o.sse {
+		o.torn = true
+		return
+	}
+	o.w.Write(o.streamError(message, code))
+	o.rc.Flush()
 }
 
 // streamError is the event that ends a stream the relay had to cut short.

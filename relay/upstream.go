@@ -218,12 +218,11 @@ func (u *upstream) copyBody(ctx context.Context, body io.Reader, out *responder,
 			return nil
 		}
 		if err != nil {
+			// A failure held back (a 429 or 5xx) that broke off is no answer to give: the
+			// relay's own error replaces it. One the client is reading is ended by fail.
+			out.kept = nil
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
-			}
-			if !streaming && !out.held {
-				// A torn plain body must not look complete to the client.
-				panic(http.ErrAbortHandler)
 			}
 			return errUpstream(describe(err))
 		}

@@ -24,6 +24,9 @@ type fakeModel struct {
 	tokenize atomic.Bool
 	// readFile is the path a "read the file" prompt makes the fake ask Claude Code's Read tool for.
 	readFile string
+	// streamAlways makes it stream every answer, whatever the request's "stream" says (some
+	// servers and proxies do).
+	streamAlways atomic.Bool
 
 	mu   sync.Mutex
 	seen []fakeCall
@@ -136,6 +139,7 @@ func (f *fakeModel) serve(rw http.ResponseWriter, r *http.Request) {
 // reply is what the fake answers: text, or one tool call, or an error.
 type reply struct {
 	text     string
+	whole    bool // the text is streamed as one event, not in pieces
 	toolID   string
 	toolName string
 	toolArgs string // JSON text
@@ -161,6 +165,8 @@ func (f *fakeModel) decide(body map[string]any) reply {
 	switch {
 	case strings.Contains(text, "error please"):
 		return reply{err: "the fake refuses: error please"}
+	case strings.Contains(text, "one huge event please"):
+		return reply{text: strings.Repeat("x", 1<<20+1), whole: true} // over the relay's 1 MiB event bound
 	case image != "":
 		return reply{text: "I see an image: " + image}
 	case strings.Contains(text, "read the file") && f.readFile != "":
@@ -239,6 +245,14 @@ func pieces(s string, n int) []string {
 	return out
 }
 
+// pieces is the reply's text as the fake streams it.
+func (r reply) pieces() []string {
+	if r.whole {
+		return []string{r.text}
+	}
+	return pieces(r.text, 4)
+}
+
 func sse(w http.ResponseWriter, event string, v any) {
 	b, _ := json.Marshal(v)
 	if event != "" {
@@ -263,7 +277,7 @@ func (f *fakeModel) answerOpenAI(w http.ResponseWriter, body map[string]any, r r
 	if r.toolName != "" {
 		finish = "tool_calls"
 	}
-	if stream, _ := body["stream"].(bool); !stream {
+	if stream, _ := body["stream"].(bool); !stream && !f.streamAlways.Load() {
 		msg := map[string]any{"role": "assistant", "content": r.text}
 		if r.toolName != "" {
 			msg["content"] = nil
@@ -281,7 +295,7 @@ func (f *fakeModel) answerOpenAI(w http.ResponseWriter, body map[string]any, r r
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
 	}
 	sse(w, "", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-	for _, p := range pieces(r.text, 4) {
+	for _, p := range r.pieces() {
 		sse(w, "", chunk(map[string]any{"content": p}, nil))
 	}
 	if r.toolName != "" {
@@ -314,7 +328,7 @@ func (f *fakeModel) answerAnthropic(w http.ResponseWriter, body map[string]any, 
 	if r.toolName != "" {
 		stop = "tool_use"
 	}
-	if stream, _ := body["stream"].(bool); !stream {
+	if stream, _ := body["stream"].(bool); !stream && !f.streamAlways.Load() {
 		var content []any
 		if r.text != "" {
 			content = append(content, map[string]any{"type": "text", "text": r.text})
@@ -338,7 +352,7 @@ func (f *fakeModel) answerAnthropic(w http.ResponseWriter, body map[string]any, 
 	if r.text != "" {
 		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": map[string]any{"type": "text", "text": ""}})
 		sse(w, "ping", map[string]any{"type": "ping"})
-		for _, p := range pieces(r.text, 4) {
+		for _, p := range r.pieces() {
 			sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": map[string]any{"type": "text_delta", "text": p}})
 		}
 		sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
