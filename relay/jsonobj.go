@@ -117,7 +117,10 @@ func hasNonASCII(b []byte) bool {
 
 // rewriteObject returns the object without its top-level members named in drop and, when
 // model is not empty, with "model" set to it (the first member; every earlier "model" goes).
-// Keys compare after unescaping, as a JSON decoder would read them.
+// Keys compare as the relay reads them (keyIs): after unescaping and case-insensitively, so
+// that a "Model" or "X_POOL_OPTIONS" the relay took for its own never reaches a target
+// beside the one the relay put there (a target that matches names case-insensitively, as
+// encoding/json does, could read the client's instead).
 func rewriteObject(b []byte, model string, drop ...string) ([]byte, error) {
 	members, err := objectMembers(b)
 	if err != nil {
@@ -130,7 +133,7 @@ func rewriteObject(b []byte, model string, drop ...string) ([]byte, error) {
 		out = append(append(append(out, `"model":`...), q...), ',')
 	}
 	for _, m := range members {
-		if (model != "" && m.key == "model") || slices.Contains(drop, m.key) {
+		if (model != "" && strings.EqualFold(m.key, "model")) || slices.ContainsFunc(drop, func(d string) bool { return strings.EqualFold(m.key, d) }) {
 			continue
 		}
 		out = append(append(out, b[m.start:m.end]...), ',')
