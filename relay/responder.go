@@ -38,6 +38,7 @@ type responder struct {
 	length    int64 // of a relayed answer when the target announced it, else -1
 	started   bool
 	status    int
+	reason    string // the message of an error the relay answered itself
 	gate      atomic.Int32
 	arrival   time.Time
 	ttfb      time.Duration
@@ -349,7 +350,7 @@ func (o *responder) fail(err error) {
 		return
 	}
 	o.started, o.held = true, false
-	o.status = re.status
+	o.status, o.reason = re.status, re.message
 	writeError(o.w, o.dialect, re)
 }
 
