@@ -118,6 +118,7 @@ func TestAccessLogOneLinePerRequest(t *testing.T) {
 
 	type want struct {
 		route, model, served, translated, target string
+		reason                                   string // a 4xx the relay answered: its message
 		status                                   int
 		stream                                   bool
 		in, out                                  int64 // -1: no tokens in the line
@@ -138,19 +139,24 @@ func TestAccessLogOneLinePerRequest(t *testing.T) {
 		{"fallback", "/v1/chat/completions", keyHeader(secret), markedBody("ghost", false, prompt),
 			want{route: "/v1/chat/completions", model: "ghost", served: "m", target: "both", status: 200, in: backendIn, out: backendOut}},
 		{"no pool serves the model", "/v1/chat/completions", keyHeader(secret), markedBody("nobody-serves-this", false, prompt),
-			want{route: "/v1/chat/completions", model: "nobody-serves-this", status: 404, in: -1}},
+			want{route: "/v1/chat/completions", model: "nobody-serves-this", status: 404, in: -1,
+				reason: "no provider for model nobody-serves-this"}},
 		{"no key", "/v1/chat/completions", http.Header{"Content-Type": {"application/json"}}, markedBody("m", false, prompt),
-			want{route: "/v1/chat/completions", status: 401, in: -1}},
+			want{route: "/v1/chat/completions", status: 401, in: -1, reason: "API key required"}},
 		{"model not allowed", "/v1/chat/completions", keyHeader(only), markedBody("alt", false, prompt),
-			want{route: "/v1/chat/completions", model: "alt", status: 403, in: -1}},
+			want{route: "/v1/chat/completions", model: "alt", status: 403, in: -1, reason: "model alt is not allowed for this API key"}},
 		{"malformed body", "/v1/chat/completions", keyHeader(secret), `{"model":"m","messages":[` + prompt,
-			want{route: "/v1/chat/completions", status: 400, in: -1}},
+			want{route: "/v1/chat/completions", status: 400, in: -1, reason: "request body is not valid JSON"}},
+		{"model twice", "/v1/chat/completions", keyHeader(secret), `{"model":"alt","model":"m","messages":[]}`,
+			want{route: "/v1/chat/completions", status: 400, in: -1, reason: `duplicate key "model" in the request body`}},
+		{"untranslatable", "/v1/messages", keyHeader(secret), `{"model":"oa","max_tokens":8,"messages":"` + prompt + `"}`,
+			want{route: "/v1/messages", model: "oa", target: "oa", status: 400, in: -1, reason: "messages must be an array"}},
 		{"body too large", "/v1/chat/completions", keyHeader(secret), markedBody("m", false, strings.Repeat(prompt, 400)),
-			want{route: "/v1/chat/completions", status: 413, in: -1}},
+			want{route: "/v1/chat/completions", status: 413, in: -1, reason: "request body exceeds 4096 bytes"}},
 		{"first of one a minute", "/v1/messages", keyHeader(limited), anthropicBody("m", false),
 			want{route: "/v1/messages", model: "m", target: "both", status: 200, in: backendIn, out: backendOut}},
 		{"over the rate limit", "/v1/messages", keyHeader(limited), anthropicBody("m", false),
-			want{route: "/v1/messages", model: "m", status: 429, in: -1}},
+			want{route: "/v1/messages", model: "m", status: 429, in: -1, reason: "API key over its rate_limit_rpm"}},
 	}
 	for i, tc := range cases {
 		r := callWith(t, ts, tc.path, tc.header, tc.body)
@@ -163,7 +169,7 @@ func TestAccessLogOneLinePerRequest(t *testing.T) {
 		w := tc.want
 		checkAccessLine(t, tc.name, line)
 		for attr, v := range map[string]string{"route": w.route, "model": w.model, "served_model": w.served,
-			"translated": w.translated, "target": w.target, "method": "POST", "client_ip": "127.0.0.1"} {
+			"translated": w.translated, "target": w.target, "method": "POST", "client_ip": "127.0.0.1", "reason": w.reason} {
 			if got := line.str(attr); got != v {
 				t.Errorf("%s: %s=%q, want %q (%s)", tc.name, attr, got, v, line.text)
 			}

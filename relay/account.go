@@ -154,8 +154,9 @@ type exchange struct {
 	target  string // the target that answered
 	queued  time.Duration
 	ttfb    time.Duration
-	status  int  // 0: the client left before it was answered
-	torn    bool // the answer was cut short mid-body: the connection is aborted once logged
+	status  int    // 0: the client left before it was answered
+	reason  string // why the relay refused it itself (its error message), "" when a target answered
+	torn    bool   // the answer was cut short mid-body: the connection is aborted once logged
 	bytes   int64
 	used    usage.Counts
 }
@@ -164,6 +165,7 @@ type exchange struct {
 func (x *exchange) answered(out *responder) {
 	x.status, x.ttfb, x.bytes, x.target = out.status, out.ttfb, out.streamed, out.where.target
 	x.torn = out.torn
+	x.reason = out.reason
 	if out.where.from != "" {
 		x.served = out.where.served
 	}
@@ -177,6 +179,9 @@ func (x *exchange) abortIfTorn() {
 		panic(http.ErrAbortHandler)
 	}
 }
+
+// maxReasonRunes bounds the reason an access-log line gives for a refusal.
+const maxReasonRunes = 256
 
 // logAccess writes the access log: one INFO line per inference or pass-through request, with
 // durations in milliseconds so that they graph and grep. Options.AccessLog turns it on.
@@ -204,7 +209,13 @@ func (s *Server) logAccess(w http.ResponseWriter, r *http.Request, x *exchange) 
 	if x.target != "" {
 		attrs = append(attrs, slog.String("target", x.target))
 	}
-	attrs = append(attrs, slog.Int("status", x.status),
+	attrs = append(attrs, slog.Int("status", x.status))
+	if x.reason != "" && x.status >= 400 && x.status < 500 {
+		// The client's mistake, in the words it was told (a path, a model name, a limit; never
+		// a secret or the body), cut short: a model name is the client's text.
+		attrs = append(attrs, slog.String("reason", truncateRunes(x.reason, maxReasonRunes)))
+	}
+	attrs = append(attrs,
 		slog.Int64("queue_ms", x.queued.Milliseconds()),
 		slog.Int64("ttfb_ms", x.ttfb.Milliseconds()),
 		slog.Int64("duration_ms", time.Since(x.arrival).Milliseconds()))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"modelrelay/relay/keys"
+	"modelrelay/relay/rawjson"
 )
 
 // The admin API of client keys: the Rust server's create, list and revoke (same statuses and
@@ -162,17 +163,23 @@ func (l keyLimits) patch() (keys.Patch, error) {
 	return p, nil
 }
 
-// readAdminBody decodes a JSON object body into v, answering 400 itself when it cannot.
+// readAdminBody decodes a JSON object body into v, answering 400 itself when it cannot, with
+// what is wrong in the body's own terms ("rate_limit_rpm must be an integer").
 func readAdminBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
-	if err == nil && len(raw) > maxAdminBody {
-		err = errors.New("body too large")
+	var why string
+	switch {
+	case err != nil:
+		why = "request body could not be read"
+	case len(raw) > maxAdminBody:
+		why = fmt.Sprintf("request body exceeds %d bytes", maxAdminBody)
+	default:
+		if err := json.Unmarshal(raw, v); err != nil {
+			why = rawjson.Explain(raw, err)
+		}
 	}
-	if err == nil {
-		err = json.Unmarshal(raw, v)
-	}
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body must be a JSON object: " + err.Error()})
+	if why != "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": why})
 		return false
 	}
 	return true

@@ -62,7 +62,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	if !at.OwnAuth && (s.opts.RequireAPIKeys || presentsKey(r.Header)) {
 		sw := &statusWriter{ResponseWriter: w}
 		if key = s.authorize(sw, r, d, arrival); key == nil {
-			x.status = sw.status // 401, or 503 while the key store is down; 0 if the client left
+			x.status, x.reason = sw.status, sw.reason // 401, or 503 while the key store is down; 0 if the client left
 			return
 		}
 		x.keyID = key.ID
@@ -71,7 +71,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	defer br.release()
 	body, err := br.read()
 	if err != nil {
-		x.status = s.refuseBody(w, r, d, err)
+		x.status, x.reason = s.refuseBody(w, r, d, err), reasonOf(err)
 		return
 	}
 	f, err := parseInference(body)
@@ -87,7 +87,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 		err = s.wishes(req, r, f.options, key)
 	}
 	if err != nil {
-		x.status = s.refuseBody(w, r, d, err)
+		x.status, x.reason = s.refuseBody(w, r, d, err), reasonOf(err)
 		return
 	}
 	asked := f.Model
@@ -101,7 +101,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	if key != nil {
 		if no := s.admit(r.Context(), key, asked, arrival); no != nil {
 			writeError(w, d, no)
-			x.status = no.status
+			x.status, x.reason = no.status, no.message
 			return
 		}
 	}
@@ -631,6 +631,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	reason string // the message of the error the relay wrote, if it wrote one
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -649,3 +650,18 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// noteReason tells a statusWriter why the relay refused the request, for the access log.
+func noteReason(w http.ResponseWriter, message string) {
+	if sw, ok := w.(*statusWriter); ok {
+		sw.reason = message
+	}
+}
+
+// reasonOf is the message of a refusal the relay answered, "" for anything else.
+func reasonOf(err error) string {
+	if re, ok := errors.AsType[*relayError](err); ok {
+		return re.message
+	}
+	return ""
+}

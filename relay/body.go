@@ -3,12 +3,16 @@ package relay
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"hash/maphash"
 	"net/http"
 	"slices"
 	"time"
 	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
+
+	"modelrelay/relay/rawjson"
 )
 
 // inferenceFields are the only parts of a body the relay reads; the body itself travels on
@@ -75,11 +79,19 @@ func badRequest(msg string) *relayError {
 }
 
 // parseInference validates a client body: a JSON object with a string model and an optional
-// boolean stream, in valid UTF-8. It reads the body once to validate it (fastjson's strict
-// validator, no allocations) and once to find the top-level members; only the few values it
-// needs are decoded. Member names match as encoding/json matches struct fields:
-// case-insensitively, the last occurrence winning. (FuzzParseInference checks the result
-// against json.Unmarshal's on every input.)
+// boolean stream, in valid UTF-8, each top-level member named once. It reads the body once to
+// validate it (fastjson's strict validator, no allocations) and once to find the top-level
+// members; only the few values it needs are decoded. Member names match as encoding/json
+// matches struct fields: case-insensitively. (FuzzParseInference checks the result against
+// json.Unmarshal's on every input.)
+//
+// A member named twice is refused, not resolved: parsers disagree on which one counts
+// (encoding/json and Python's json take the last, others the first), so the model the relay
+// checks against a key's allowed models could differ from the model a target serves. The rule
+// is the top level only: model, stream and x_pool_options are what the relay reads and checks,
+// and whatever a target does with a duplicate deeper down (in a message) is between the client
+// and the target. The relay's own members also count as named twice in two spellings
+// ("model" and "Model"), since the relay reads them case-insensitively and a target may not.
 func parseInference(body []byte) (inferenceFields, error) {
 	if !utf8.Valid(body) {
 		return inferenceFields{}, badRequest("request body is not valid UTF-8")
@@ -88,21 +100,43 @@ func parseInference(body []byte) (inferenceFields, error) {
 		return inferenceFields{}, badRequest("request body is not valid JSON")
 	}
 	var model, stream, options []byte
-	err := walkObject(body, func(key []byte, _, value, end int) {
+	var names memberNames
+	var refused error
+	err := walkObject(body, func(key []byte, start, value, end int) {
+		if refused != nil {
+			return
+		}
+		if names.n == maxTopMembers {
+			refused = errTooManyMembers
+			return
+		}
+		var seen []byte
+		var field string
 		switch {
 		case keyIs(key, "model"):
-			model = body[value:end]
+			field, seen, model = "model", model, body[value:end]
 		case keyIs(key, "stream"):
-			stream = body[value:end]
+			field, seen, stream = "stream", stream, body[value:end]
 		case keyIs(key, "x_pool_options"):
-			options = body[value:end]
+			field, seen, options = "x_pool_options", options, body[value:end]
 		}
+		if seen != nil {
+			refused = duplicateMember(field)
+			return
+		}
+		refused = names.add(body, start, start+len(key))
 	})
 	if err != nil {
 		return inferenceFields{}, badRequest("request body must be a JSON object")
 	}
+	if refused != nil {
+		return inferenceFields{}, refused
+	}
 	var f inferenceFields
 	if f.Model = jsonString(model); f.Model == "" {
+		if len(model) > 0 && model[0] != '"' && string(model) != "null" {
+			return inferenceFields{}, badRequest("model must be a string")
+		}
 		return inferenceFields{}, badRequest("model is required")
 	}
 	switch string(stream) {
@@ -120,6 +154,70 @@ func parseInference(body []byte) (inferenceFields, error) {
 		f.options = o
 	}
 	return f, nil
+}
+
+// maxTopMembers bounds the top-level members of an inference body. A request of any of the
+// APIs has a few dozen parameters at most; the bound keeps the check for a name given twice
+// (each against those before it) cheap and its memory on the stack.
+const maxTopMembers = 256
+
+var errTooManyMembers = badRequest(fmt.Sprintf("request body has more than %d top-level members", maxTopMembers))
+
+func duplicateMember(name string) error {
+	return badRequest("duplicate key " + rawjson.Quote(name) + " in the request body")
+}
+
+// nameSeed keys the hashes of member names: random per process, so no client can make two
+// names collide on purpose.
+var nameSeed = maphash.MakeSeed()
+
+// memberNames are the top-level member names of a body seen so far. Each is kept as a hash of
+// the name as it reads (unescaped), and where it starts in the body: names compare by hash,
+// and only equal hashes by their text, so a body of long names that differ in their last byte
+// costs one read of each name, not one per pair.
+type memberNames struct {
+	n  int
+	at [maxTopMembers]struct {
+		hash  uint64
+		start int // the name's opening quote
+	}
+}
+
+// add records the quoted name body[start:end], or says it was given before.
+func (m *memberNames) add(body []byte, start, end int) error {
+	quoted := body[start:end]
+	var h uint64
+	if bytes.IndexByte(quoted, '\\') < 0 {
+		h = maphash.Bytes(nameSeed, quoted[1:len(quoted)-1])
+	} else {
+		name, _ := unquoteKey(quoted)
+		h = maphash.String(nameSeed, name)
+	}
+	for _, seen := range m.at[:m.n] {
+		if seen.hash != h {
+			continue
+		}
+		if end, ok := rawjson.SkipString(body, seen.start); ok && sameName(body[seen.start:end], quoted) {
+			name, _ := unquoteKey(quoted)
+			return duplicateMember(name)
+		}
+	}
+	m.at[m.n].hash, m.at[m.n].start = h, start
+	m.n++
+	return nil
+}
+
+// sameName says whether two quoted names read the same once unescaped.
+func sameName(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	if bytes.IndexByte(a, '\\') < 0 && bytes.IndexByte(b, '\\') < 0 {
+		return false
+	}
+	ka, errA := unquoteKey(a)
+	kb, errB := unquoteKey(b)
+	return errA == nil && errB == nil && ka == kb
 }
 
 // jsonString decodes a valid JSON value that should be a string; "" for anything else. A

@@ -23,7 +23,8 @@ var bodyCases = []struct {
 	{`{"model":"m","stream":1}`, "", false, "stream must be a boolean"},
 	{`{"messages":[]}`, "", false, "model is required"},
 	{`{"model":""}`, "", false, "model is required"},
-	{`{"model":7}`, "", false, "model is required"},
+	{`{"model":7}`, "", false, "model must be a string"},
+	{`{"model":["m"]}`, "", false, "model must be a string"},
 	{`{"model":null}`, "", false, "model is required"},
 	{`{"model":"m"`, "", false, "request body is not valid JSON"},
 	{`{"model":"m"} {}`, "", false, "request body is not valid JSON"},
@@ -31,6 +32,27 @@ var bodyCases = []struct {
 	{`[{"model":"m"}]`, "", false, "request body must be a JSON object"},
 	{`"m"`, "", false, "request body must be a JSON object"},
 	{"{\"model\":\"m\xff\"}", "", false, "request body is not valid UTF-8"},
+	// A member named twice: parsers disagree on which counts, so none does.
+	{`{"model":"secret-model","model":"allowed-ok"}`, "", false, `duplicate key "model" in the request body`},
+	{`{"model":"a","Model":"b"}`, "", false, `duplicate key "model" in the request body`},
+	{`{"model":"a","m\u006fdel":"b"}`, "", false, `duplicate key "model" in the request body`},
+	{`{"stream":true,"model":"m","STREAM":false}`, "", false, `duplicate key "stream" in the request body`},
+	{`{"model":"m","x_pool_options":{},"x_pool_options":null}`, "", false, `duplicate key "x_pool_options" in the request body`},
+	{`{"model":"m","messages":[],"messages":[]}`, "", false, `duplicate key "messages" in the request body`},
+	{`{"model":"m","t\u0065mp":1,"temp":2}`, "", false, `duplicate key "temp" in the request body`},
+	{`{"model":"m","Temp":1,"temp":2}`, "m", false, ""},                          // not the relay's: a target sees two names
+	{`{"model":"m","messages":[{"role":"user","role":"user"}]}`, "m", false, ""}, // below the top level
+	{`{"model":"m",` + manyMembers(255) + `}`, "m", false, ""},
+	{`{"model":"m",` + manyMembers(256) + `}`, "", false, "request body has more than 256 top-level members"},
+}
+
+// manyMembers is n distinct members "k0":0,"k1":0,...
+func manyMembers(n int) string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = fmt.Sprintf(`"k%d":0`, i)
+	}
+	return strings.Join(s, ",")
 }
 
 func TestParseInference(t *testing.T) {
@@ -87,7 +109,8 @@ func FuzzParseInference(f *testing.F) {
 // referenceParseInference is parseInference written plainly with encoding/json, the meaning
 // the fast one must keep. (It trims JSON's whitespace only: the first version trimmed with
 // bytes.TrimSpace, which also took a form feed, not JSON whitespace, for one, so "0\f" was
-// called "not an object" instead of "not valid JSON".)
+// called "not an object" instead of "not valid JSON".) encoding/json takes a member named
+// twice (the last wins), so the top-level names are read on their own, one token at a time.
 func referenceParseInference(body []byte) (inferenceFields, error) {
 	if !utf8.Valid(body) {
 		return inferenceFields{}, badRequest("request body is not valid UTF-8")
@@ -103,7 +126,13 @@ func referenceParseInference(body []byte) (inferenceFields, error) {
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return inferenceFields{}, badRequest("request body is not valid JSON")
 	}
+	if err := referenceNames(body); err != nil {
+		return inferenceFields{}, err
+	}
 	var f inferenceFields
+	if len(raw.Model) > 0 && raw.Model[0] != '"' && string(raw.Model) != "null" {
+		return inferenceFields{}, badRequest("model must be a string")
+	}
 	if len(raw.Model) == 0 || json.Unmarshal(raw.Model, &f.Model) != nil || f.Model == "" {
 		return inferenceFields{}, badRequest("model is required")
 	}
@@ -118,6 +147,36 @@ func referenceParseInference(body []byte) (inferenceFields, error) {
 		f.options = o
 	}
 	return f, nil
+}
+
+// referenceNames checks the top-level names of a valid JSON object: at most maxTopMembers,
+// each once, the relay's own once in any spelling encoding/json matches.
+func referenceNames(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.Token() // {
+	seen := map[string]bool{}
+	for n := 0; dec.More(); n++ {
+		tok, _ := dec.Token()
+		name := tok.(string)
+		var skip json.RawMessage
+		dec.Decode(&skip)
+		if n == maxTopMembers {
+			return errTooManyMembers
+		}
+		for _, own := range []string{"model", "stream", "x_pool_options"} {
+			if strings.EqualFold(name, own) {
+				if seen[own] {
+					return duplicateMember(own)
+				}
+				seen[own] = true
+			}
+		}
+		if seen["="+name] {
+			return duplicateMember(name)
+		}
+		seen["="+name] = true
+	}
+	return nil
 }
 
 func BenchmarkParseInference(b *testing.B) {

@@ -111,6 +111,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, d Dialect, no
 // writeAuthError answers 401 with the Rust server's body on OpenAI routes and Anthropic's
 // authentication_error on Anthropic ones.
 func writeAuthError(w http.ResponseWriter, d Dialect, message string) {
+	noteReason(w, message)
 	var body []byte
 	if d == Anthropic {
 		body, _ = json.Marshal(map[string]any{"type": "error",

@@ -104,6 +104,7 @@ func (d Dialect) streamErrorEvent(message, code string) []byte {
 
 // writeError answers with a relay error; Retry-After tells clients when to back off.
 func writeError(w http.ResponseWriter, d Dialect, e *relayError) {
+	noteReason(w, e.message)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {

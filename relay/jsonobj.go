@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"modelrelay/relay/rawjson"
 )
 
 // This file edits the top level of a JSON object without decoding the rest: a fallback sends
@@ -47,11 +49,11 @@ func objectMembers(b []byte) ([]objMember, error) {
 // quote, the value and the end of the value. It allocates nothing; on anything that is not an
 // object it returns errNotObject, never panics.
 func walkObject(b []byte, visit func(rawKey []byte, start, value, end int)) error {
-	i := skipSpace(b, 0)
+	i := rawjson.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return errNotObject
 	}
-	i = skipSpace(b, i+1)
+	i = rawjson.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return nil
 	}
@@ -60,27 +62,27 @@ func walkObject(b []byte, visit func(rawKey []byte, start, value, end int)) erro
 			return errNotObject
 		}
 		start := i
-		keyEnd, err := skipString(b, i)
-		if err != nil {
-			return err
+		keyEnd, ok := rawjson.SkipString(b, i)
+		if !ok {
+			return errNotObject
 		}
-		i = skipSpace(b, keyEnd)
+		i = rawjson.SkipSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
 			return errNotObject
 		}
-		value := skipSpace(b, i+1)
-		valEnd, err := skipValue(b, value)
-		if err != nil {
-			return err
+		value := rawjson.SkipSpace(b, i+1)
+		valEnd, ok := rawjson.SkipValue(b, value)
+		if !ok {
+			return errNotObject
 		}
 		visit(b[start:keyEnd], start, value, valEnd)
-		i = skipSpace(b, valEnd)
+		i = rawjson.SkipSpace(b, valEnd)
 		if i >= len(b) {
 			return errNotObject
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = rawjson.SkipSpace(b, i+1)
 		case '}':
 			return nil
 		default:
@@ -115,7 +117,10 @@ func hasNonASCII(b []byte) bool {
 
 // rewriteObject returns the object without its top-level members named in drop and, when
 // model is not empty, with "model" set to it (the first member; every earlier "model" goes).
-// Keys compare after unescaping, as a JSON decoder would read them.
+// Keys compare as the relay reads them (keyIs): after unescaping and case-insensitively, so
+// that a "Model" or "X_POOL_OPTIONS" the relay took for its own never reaches a target
+// beside the one the relay put there (a target that matches names case-insensitively, as
+// encoding/json does, could read the client's instead).
 func rewriteObject(b []byte, model string, drop ...string) ([]byte, error) {
 	members, err := objectMembers(b)
 	if err != nil {
@@ -128,7 +133,7 @@ func rewriteObject(b []byte, model string, drop ...string) ([]byte, error) {
 		out = append(append(append(out, `"model":`...), q...), ',')
 	}
 	for _, m := range members {
-		if (model != "" && m.key == "model") || slices.Contains(drop, m.key) {
+		if (model != "" && strings.EqualFold(m.key, "model")) || slices.ContainsFunc(drop, func(d string) bool { return strings.EqualFold(m.key, d) }) {
 			continue
 		}
 		out = append(append(out, b[m.start:m.end]...), ',')
@@ -137,65 +142,6 @@ func rewriteObject(b []byte, model string, drop ...string) ([]byte, error) {
 		out = out[:len(out)-1]
 	}
 	return append(out, '}'), nil
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the offset just past the string that opens at b[i] ('"').
-func skipString(b []byte, i int) (int, error) {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1, nil
-		}
-	}
-	return 0, errNotObject
-}
-
-// skipValue returns the offset just past the value that starts at b[i]: a string, an object
-// or array (brackets matched, strings skipped), or a bare literal.
-func skipValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return 0, errNotObject
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				end, err := skipString(b, i)
-				if err != nil {
-					return 0, err
-				}
-				i = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1, nil
-				}
-			}
-		}
-		return 0, errNotObject
-	}
-	start := i
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
-		i++
-	}
-	if i == start {
-		return 0, errNotObject
-	}
-	return i, nil
 }
 
 // unquoteKey reads a quoted key; the common key without escapes costs no decoding.

@@ -44,6 +44,7 @@ type responder struct {
 	// cut one must not look complete.
 	sse     bool
 	torn    bool
+	reason  string // the message of an error the relay answered itself
 	gate    atomic.Int32
 	arrival time.Time
 	ttfb    time.Duration
@@ -366,7 +367,7 @@ func (o *responder) fail(err error) {
 		return
 	}
 	o.started, o.held = true, false
-	o.status = re.status
+	o.status, o.reason = re.status, re.message
 	writeError(o.w, o.dialect, re)
 }
 

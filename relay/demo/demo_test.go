@@ -502,3 +502,21 @@ func TestClientGoneEndsTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A body that does not decode is told what is wrong in the API's terms, not Go's.
+func TestDecodeErrorsSayWhatIsWrong(t *testing.T) {
+	base := start(t, instant)
+	for _, c := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model":"demo","messages":"hi"}`, "messages must be an array"},
+		{"/v1/messages", `{"model":"demo","max_tokens":"9","messages":[]}`, "max_tokens must be an integer"},
+		{"/v1/messages", `{"model":"demo","messages":[{"role":"user","content":"a"},{"role":1}]}`, "messages[1].role must be a string"},
+		{"/v1/chat/completions", `{"model":5}`, "model must be a string"},
+		{"/v1/messages", `{"model":"demo"} {}`, "request body is not valid JSON (at byte 18)"},
+	} {
+		_, _, body := post(t, base, c.path, c.body)
+		var e struct{ Error struct{ Message string } }
+		if json.Unmarshal(body, &e); e.Error.Message != c.want {
+			t.Errorf("%s %s: %s, want message %q", c.path, c.body, body, c.want)
+		}
+	}
+}

@@ -11,9 +11,12 @@ package demo
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"modelrelay/relay/rawjson"
 )
 
 // DefaultModel is the model a Server serves unless Options.Model names another.
@@ -108,18 +111,18 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 }
 
 // decode reads a request body into v and checks the model: the errors a client can cause
-// before anything is generated.
+// before anything is generated. A body that does not decode is told what is wrong in the
+// API's terms ("messages must be an array"), not in encoding/json's, which names Go types.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v *request) *apiError {
-	body := http.MaxBytesReader(w, r.Body, maxBody)
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(v); err != nil {
-		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-			return &apiError{status: http.StatusRequestEntityTooLarge, msg: "request body is larger than 4 MiB"}
-		}
-		return badRequest("the body is not a JSON object of this API: " + err.Error())
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+		return &apiError{status: http.StatusRequestEntityTooLarge, msg: "request body is larger than 4 MiB"}
 	}
-	if dec.More() {
-		return badRequest("the body holds more than one JSON value")
+	if err != nil {
+		return badRequest("request body could not be read")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return badRequest(rawjson.Explain(raw, err))
 	}
 	switch v.Model {
 	case "":

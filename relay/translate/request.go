@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"modelrelay/relay/rawjson"
 )
 
 // Request is what a mapped request needs on its way back.
@@ -15,11 +17,34 @@ type Request struct {
 	IncludeUsage bool // OpenAI client asked for the usage chunk (stream_options.include_usage)
 }
 
-// ErrInvalid is wrapped by every mapping error caused by the client's body: answer 400.
+// ErrInvalid is matched (errors.Is) by every mapping error caused by the client's body:
+// answer 400. The error's text is the reason alone, in the API's terms, for the client.
 var ErrInvalid = errors.New("invalid request")
 
+type invalidError string
+
+func (e invalidError) Error() string      { return string(e) }
+func (invalidError) Is(target error) bool { return target == ErrInvalid }
+
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return invalidError(fmt.Sprintf(format, args...))
+}
+
+// eitherError says what is wrong with a member (name) that takes a string or a list, given
+// neither: the list's own error when it is one ("content[1].text must be a string"), else
+// that it must be one or the other.
+func eitherError(name, list string, raw json.RawMessage, err error) string {
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		return rawjson.ExplainIn(name, raw, err)
+	}
+	return name + " must be a string or " + list
+}
+
+// undecodable is the client's error for a body json.Unmarshal refused: the path of the value
+// and the type it must have ("messages must be an array"), never encoding/json's text, which
+// names this package's Go types.
+func undecodable(body []byte, err error) error {
+	return invalidError(rawjson.Explain(body, err))
 }
 
 // ---- Anthropic Messages request ----
@@ -143,7 +168,7 @@ type openAITool struct {
 func AnthropicToOpenAI(body []byte) ([]byte, Request, error) {
 	var in anthropicRequest
 	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, Request{}, invalid("body is not an Anthropic Messages request: %v", err)
+		return nil, Request{}, undecodable(body, err)
 	}
 	out, err := anthropicToOpenAI(&in)
 	if err != nil {
@@ -178,7 +203,7 @@ func anthropicToOpenAI(in *anthropicRequest) (*openAIRequest, error) {
 	for i, m := range in.Messages {
 		msgs, err := anthropicMessageToOpenAI(m)
 		if err != nil {
-			return nil, invalid("messages[%d]: %v", i, err)
+			return nil, invalid("messages[%d].%v", i, err)
 		}
 		out.Messages = append(out.Messages, msgs...)
 	}
@@ -225,7 +250,7 @@ func systemText(raw json.RawMessage) (string, error) {
 	}
 	var blocks []anthropicBlock
 	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return "", invalid("system must be a string or a list of text blocks")
+		return "", invalidError(eitherError("system", "an array of text blocks", raw, err))
 	}
 	texts := make([]string, 0, len(blocks))
 	for _, b := range blocks {
@@ -244,7 +269,7 @@ func blocksOf(raw json.RawMessage) ([]anthropicBlock, error) {
 	}
 	var blocks []anthropicBlock
 	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return nil, errors.New("content must be a string or a list of blocks")
+		return nil, errors.New(eitherError("content", "an array", raw, err)) // messages[i]. goes before it
 	}
 	return blocks, nil
 }
@@ -358,7 +383,7 @@ func toolResultText(raw json.RawMessage) string {
 func OpenAIToAnthropic(body []byte, defaultMaxTokens int) ([]byte, Request, error) {
 	var in openAIRequest
 	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, Request{}, invalid("body is not an OpenAI chat completion request: %v", err)
+		return nil, Request{}, undecodable(body, err)
 	}
 	if in.N != nil && *in.N > 1 {
 		return nil, Request{}, invalid("n > 1 is not supported by this model's server")
@@ -378,14 +403,14 @@ func OpenAIToAnthropic(body []byte, defaultMaxTokens int) ([]byte, Request, erro
 		if m.Role == "system" || m.Role == "developer" {
 			text, err := contentText(m.Content)
 			if err != nil {
-				return nil, Request{}, invalid("messages[%d]: %v", i, err)
+				return nil, Request{}, invalid("messages[%d].%v", i, err)
 			}
 			system = append(system, text)
 			continue
 		}
 		role, blocks, err := openAIMessageToAnthropic(m)
 		if err != nil {
-			return nil, Request{}, invalid("messages[%d]: %v", i, err)
+			return nil, Request{}, invalid("messages[%d].%v", i, err)
 		}
 		if len(blocks) == 0 {
 			continue
@@ -485,7 +510,7 @@ func contentBlocks(raw json.RawMessage) ([]map[string]any, error) {
 	}
 	var parts []openAIPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, errors.New("content must be a string or a list of parts")
+		return nil, errors.New(eitherError("content", "an array", raw, err)) // messages[i]. goes before it
 	}
 	var blocks []map[string]any
 	for _, p := range parts {

@@ -9,7 +9,7 @@ import (
 func TokenizeRequest(body []byte) ([]byte, error) {
 	var in anthropicRequest
 	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, invalid("body is not an Anthropic count_tokens request: %v", err)
+		return nil, undecodable(body, err)
 	}
 	out, err := anthropicToOpenAI(&in)
 	if err != nil {
@@ -42,7 +42,7 @@ func TokenizeCount(body []byte) (int, bool) {
 func EstimateTokens(body []byte) (int, error) {
 	var in anthropicRequest
 	if err := json.Unmarshal(body, &in); err != nil {
-		return 0, invalid("body is not an Anthropic count_tokens request: %v", err)
+		return 0, undecodable(body, err)
 	}
 	out, err := anthropicToOpenAI(&in)
 	if err != nil {
