@@ -31,6 +31,7 @@ type Cluster struct {
 // for tests that stop the server; others should use Shared, which pays initdb once.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	skipShort(t)
 	s, err := startServer()
 	if err != nil {
 		t.Fatal("pgtest: " + err.Error())
@@ -58,6 +59,7 @@ var (
 // removes the cluster when the tests end.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
+	skipShort(t)
 	if !mainRuns.Load() {
 		t.Fatal("pgtest: Shared needs `func TestMain(m *testing.M) { pgtest.Main(m) }` in the package, which removes the cluster at exit")
 	}
@@ -73,6 +75,15 @@ func Shared(t testing.TB) *Cluster {
 		t.Fatal("pgtest: " + shared.err.Error())
 	}
 	return shared.c
+}
+
+// skipShort skips the test under -short (`make check`): a test that needs a PostgreSQL server
+// is not a unit test, and the machine may have no server binaries.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("pgtest: needs a PostgreSQL server, which -short leaves out")
+	}
 }
 
 // Main is the TestMain of a package that uses Shared: it runs the tests, stops and removes the
