@@ -170,7 +170,7 @@ type Server struct {
 	budget     keys.Budget        // their rate and token limits
 	ledger     *keys.Ledger       // what keys used, on its way to the store
 	sessions   sync.Map           // worker id -> *workerSession
-	guesses    *throttle.Throttle // wrong worker secrets and admin tokens, per client address
+	guesses    *throttle.Throttle // wrong secrets, tokens and keys, per client address (guesser)
 	bodyBudget *bodyBudget
 	upstreams  *upstreamClient
 	backends   []*upstream
@@ -276,13 +276,35 @@ func New(opts Options) (*Server, error) {
 }
 
 // WrongCredential holds the answer to a wrong secret or token presented by client until its
-// turn in the guess throttle (shared by worker secrets, admin tokens and circuit tokens, so
-// mixing them gains a guesser nothing). kind labels the metric. It reports whether the failure
-// got its own turn; false means answer "rate limited" where the protocol has such an answer.
+// turn in the guess throttle (shared by worker secrets, admin tokens, circuit tokens and client
+// API keys, so mixing them gains a guesser nothing). kind labels the metric. It reports whether
+// the failure got a turn: true, answer with the verdict (401, 403); false, the address is
+// failing faster than one per turn, so answer "rate limited" (tooManyFailures, or the
+// worker protocol's close reason) and never the verdict.
 func (s *Server) WrongCredential(ctx context.Context, kind, client string) bool {
 	s.metrics.authFailures.WithLabelValues(kind).Inc()
-	return s.guesses.Fail(ctx, client)
+	return s.guesses.Fail(ctx, guesser(client))
 }
+
+// guesser is whom the guess throttle holds to account for a client address: the address, or
+// for IPv6 its /64, which one host or one customer's network holds whole (keyed by the whole
+// address, one host would get 2^64 addresses' turns).
+func guesser(client string) string {
+	a, err := netip.ParseAddr(client)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return client
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return client
+	}
+	return p.String()
+}
+
+// tooManyFailures answers a wrong credential that got no turn in the guess throttle. It says
+// nothing about the credential itself.
+var tooManyFailures = &relayError{status: http.StatusTooManyRequests,
+	message: "too many failed authentication attempts from this address; retry later", code: "too_many_failed_attempts"}
 
 // pool returns the named pool, or nil.
 func (s *Server) pool(name string) *Pool {
