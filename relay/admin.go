@@ -12,7 +12,8 @@ import (
 )
 
 // adminRoutes mounts /admin/*: bearer admin_token, 403 when unset or wrong (429 when wrong
-// ones come from the address faster than the guess throttle answers them).
+// ones come from the address faster than the guess throttle answers them), and no non-safe
+// method from a browser on another origin (403).
 func (s *Server) adminRoutes(rt *routes) {
 	rt.handle("GET /admin/workers", s.admin(s.handleAdminWorkers), plainErrors)
 	rt.handle("GET /admin/stats", s.admin(s.handleAdminStats), plainErrors)
@@ -32,6 +33,9 @@ const (
 
 func (s *Server) admin(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.crossOrigin(w, r, plainErrors) {
+			return
+		}
 		if status, refusal := s.adminRefusal(r); refusal != "" {
 			if status == http.StatusTooManyRequests {
 				w.Header().Set("Retry-After", retryAfter(tooManyFailures))

@@ -36,7 +36,10 @@ type Options struct {
 	MaxFrameBytes          int64 // largest worker frame read (a non-streamed answer travels in one)
 	RequireProtocolVersion bool
 	TrustedProxies         []netip.Prefix
-	Backends               []Backend
+	// TrustedOrigins are the browser origins ("https://app.example.com") whose non-safe
+	// cross-origin requests the inference and admin routes accept; other browsers' are refused.
+	TrustedOrigins []string
+	Backends       []Backend
 	// Fallbacks are the configured chains: a request for a key's model that cannot be served
 	// before its first byte moves to the listed models in order (gateway.md section 2).
 	Fallbacks map[string][]string
@@ -166,11 +169,12 @@ type Server struct {
 	poolsMu sync.Mutex // serializes pool creation and removal
 	pools   sync.Map   // name -> *Pool; the request path reads it without a lock
 
-	keys       *keys.Auth         // client API keys, validated and cached
-	budget     keys.Budget        // their rate and token limits
-	ledger     *keys.Ledger       // what keys used, on its way to the store
-	sessions   sync.Map           // worker id -> *workerSession
-	guesses    *throttle.Throttle // wrong secrets, tokens and keys, per client address (guesser)
+	keys       *keys.Auth                  // client API keys, validated and cached
+	budget     keys.Budget                 // their rate and token limits
+	ledger     *keys.Ledger                // what keys used, on its way to the store
+	sessions   sync.Map                    // worker id -> *workerSession
+	guesses    *throttle.Throttle          // wrong secrets, tokens and keys, per client address (guesser)
+	origins    *http.CrossOriginProtection // refuses blind cross-site browser requests (origins.go)
 	bodyBudget *bodyBudget
 	upstreams  *upstreamClient
 	backends   []*upstream
@@ -249,6 +253,10 @@ func New(opts Options) (*Server, error) {
 		poolConf: &poolConfig{maxQueue: opts.MaxQueueLen, keepKnown: opts.Timings.KeepKnown,
 			workerGrace: opts.WorkerGrace, slowStart: opts.SlowStart, breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger,
 			names: &modelNames{}},
+	}
+	var err error
+	if s.origins, err = newOriginGuard(opts.TrustedOrigins); err != nil {
+		return nil, err
 	}
 	s.keys = keys.NewAuth(opts.Keys.Store, opts.Keys.CacheTTL)
 	s.budget = opts.Keys.Budget

@@ -446,6 +446,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("prefix_cache_entries", c.PrefixCacheEntries),
 		slog.Duration("priority_aging", c.PriorityAging),
 		slog.Int("trusted_proxies", len(c.TrustedProxies)),
+		slog.String("trusted_origins", strings.Join(c.TrustedOrigins, ",")),
 		slog.String("config_file", c.ConfigFile),
 		slog.Bool("appproxy", a.Enabled),
 		slog.String("authority", a.Authority),

@@ -134,6 +134,7 @@ func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options 
 		MaxFrameBytes:          cfg.MaxFrameBytes,
 		RequireProtocolVersion: cfg.RequireProtocolVersion,
 		TrustedProxies:         cfg.TrustedProxies,
+		TrustedOrigins:         cfg.TrustedOrigins,
 		Backends:               backends,
 		Fallbacks:              cfg.Fallbacks,
 		WorkerGrace:            grace,
