@@ -433,8 +433,13 @@ func (s *Server) Close() {
 	s.upstreams.close()
 }
 
-// Handler serves the relay's own surface.
+// Handler serves the relay's own surface, with WholeAnswers.
 func (s *Server) Handler() http.Handler {
+	return WholeAnswers(s.surface())
+}
+
+// surface mounts the relay's own routes.
+func (s *Server) surface() http.Handler {
 	rt := newRoutes()
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"} {
 		rt.handle("POST "+path, s.inference(OpenAI), dialectErrors(OpenAI))

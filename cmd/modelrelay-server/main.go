@@ -193,7 +193,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if mode, err = newWorkerMode(cfg, log, srv); err != nil {
 			return err
 		}
-		handler = mode.front
+		handler = relay.WholeAnswers(mode.front) // the front answers refusals of its own
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
