@@ -77,7 +77,7 @@ func (p *Problem) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Access-Control-Allow-Origin", "*")
-	if p.Status == http.StatusServiceUnavailable {
+	if p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests {
 		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(p.Status)
@@ -90,16 +90,19 @@ const (
 	titleClientIP    = "Client address not allowed."
 	titleNoWorker    = "Worker not available."
 	titleConnRefused = "Cannot connect to Backend.AI kernel."
+	titleTooMany     = "Too many API requests."
 	slugBadRequest   = "generic-bad-request"
 	slugCredentials  = "invalid-credentials"
 	slugClientIP     = "client-ip-not-allowed"
 	slugNoWorker     = "appproxy/worker-not-available"
 	slugConnRefused  = "appproxy/container-connection-refused"
+	slugTooMany      = "too-many-requests"
 	kindInvalid      = "invalid_request_error"
 	kindAuth         = "authentication_error"
 	kindPermission   = "permission_error"
 	kindServer       = "server_error"
 	kindUpstream     = "upstream_error"
+	kindRateLimit    = "rate_limit_error"
 	maxSchemeLen     = 16
 )
 
@@ -127,6 +130,15 @@ func WorkerNotAvailable() *Problem {
 func ContainerConnectionRefused() *Problem {
 	return &Problem{Status: http.StatusBadGateway, Slug: slugConnRefused, Title: titleConnRefused,
 		Msg: titleConnRefused, OpenAIType: kindUpstream, OpenAICode: "container_connection_refused"}
+}
+
+// Throttled is the 429 that stands for p, a refused token, when the caller's address sends
+// wrong tokens faster than the guess throttle answers them: it says nothing of the token. It
+// is counted under p's reason.
+func (p *Problem) Throttled() *Problem {
+	return &Problem{Status: http.StatusTooManyRequests, Slug: slugTooMany, Title: titleTooMany,
+		Msg: "Too many failed authentication attempts from this address; retry later", OpenAIType: kindRateLimit,
+		OpenAICode: "too_many_failed_attempts", reason: p.reason}
 }
 
 func credentialProblem(msg, code, reason string) *Problem {

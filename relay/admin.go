@@ -11,7 +11,9 @@ import (
 	"modelrelay/protocol"
 )
 
-// adminRoutes mounts /admin/*: bearer admin_token, 403 when unset or wrong.
+// adminRoutes mounts /admin/*: bearer admin_token, 403 when unset or wrong (429 when wrong
+// ones come from the address faster than the guess throttle answers them), and no non-safe
+// method from a browser on another origin (403).
 func (s *Server) adminRoutes(rt *routes) {
 	rt.handle("GET /admin/workers", s.admin(s.handleAdminWorkers), plainErrors)
 	rt.handle("GET /admin/stats", s.admin(s.handleAdminStats), plainErrors)
@@ -21,8 +23,8 @@ func (s *Server) adminRoutes(rt *routes) {
 	s.keyRoutes(rt)
 }
 
-// The admin API's refusals, all 403 as in the Rust server; the message tells an operator which
-// of the two settings to look at.
+// The admin API's refusals, 403 as in the Rust server; the message tells an operator which of
+// the two settings to look at.
 const (
 	adminDisabled    = "admin API is disabled: no admin_token is configured"
 	adminTokenNeeded = "admin token required: send Authorization: Bearer <admin_token>"
@@ -31,29 +33,38 @@ const (
 
 func (s *Server) admin(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if refusal := s.adminRefusal(r); refusal != "" {
-			plainErrors(w, http.StatusForbidden, refusal)
+		if s.crossOrigin(w, r, plainErrors) {
+			return
+		}
+		if status, refusal := s.adminRefusal(r); refusal != "" {
+			if status == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", retryAfter(tooManyFailures))
+			}
+			plainErrors(w, status, refusal)
 			return
 		}
 		next(w, r)
 	})
 }
 
-// adminRefusal returns why r may not use the admin API, or "" when it may.
-func (s *Server) adminRefusal(r *http.Request) string {
+// adminRefusal returns why r may not use the admin API and the status that says so, or ""
+// when it may.
+func (s *Server) adminRefusal(r *http.Request) (int, string) {
 	if s.opts.AdminToken == "" {
-		return adminDisabled
+		return http.StatusForbidden, adminDisabled
 	}
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
-		return adminTokenNeeded
+		return http.StatusForbidden, adminTokenNeeded
 	}
 	if subtle.ConstantTimeCompare([]byte(token), []byte(s.opts.AdminToken)) != 1 {
 		// A wrong token is a guess: its answer waits its turn (a correct one never does).
-		s.WrongCredential(r.Context(), "admin", peerIP(r, s.opts.TrustedProxies))
-		return adminTokenWrong
+		if !s.WrongCredential(r.Context(), "admin", peerIP(r, s.opts.TrustedProxies)) {
+			return http.StatusTooManyRequests, tooManyFailures.message
+		}
+		return http.StatusForbidden, adminTokenWrong
 	}
-	return ""
+	return 0, ""
 }
 
 type adminWorker struct {

@@ -53,6 +53,10 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 // serveInference is ServeInferenceAt's work: it answers the call and fills x in as it goes.
 func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialect, at Placement, x *exchange) {
 	arrival := x.arrival
+	if s.crossOrigin(w, r, dialectErrors(d)) {
+		x.status = http.StatusForbidden
+		return
+	}
 	if s.draining.Load() {
 		writeError(w, d, errShuttingDown)
 		x.status = errShuttingDown.status

@@ -31,7 +31,7 @@ const minRateGrace = 5 * time.Second
 const initialBodyBuffer = 32 << 10
 
 // lingerBytes and lingerTime bound how much of a refused body the relay reads and discards so
-// that the client, still sending, sees the 413 instead of a connection reset.
+// that the client, still sending, sees the answer instead of a connection reset (discardBody).
 const (
 	lingerBytes = 256 << 20
 	lingerTime  = 10 * time.Second
@@ -200,12 +200,67 @@ func (s *Server) refuseBody(w http.ResponseWriter, r *http.Request, d Dialect, e
 		rc.EnableFullDuplex() // keep the body readable after the answer is written
 	}
 	writeError(w, d, re)
-	if linger && r.Header.Get("Expect") == "" {
+	if linger {
 		rc.Flush()
-		rc.SetReadDeadline(time.Now().Add(lingerTime))
-		io.CopyN(io.Discard, r.Body, lingerBytes)
+		discardBody(rc, r)
 	}
 	return re.status
+}
+
+// discardBody reads and drops, within lingerBytes and lingerTime, what the client still sends
+// of a body the relay will not use. A connection closed with request bytes unread in its
+// receive buffer, or that receives more after the close, is reset by the kernel: the client
+// gets a write error while still sending, or loses the part of the answer it has not read,
+// and an SDK reports a connection error (and retries) instead of the answer.
+func discardBody(rc *http.ResponseController, r *http.Request) {
+	if r.Header.Get("Expect") != "" {
+		return // the client sends nothing before a 100 Continue, which a refusal never asks for
+	}
+	rc.SetReadDeadline(time.Now().Add(lingerTime))
+	io.CopyN(io.Discard, r.Body, lingerBytes)
+}
+
+// WholeAnswers wraps the server's outermost handler so that an answer given without reading
+// the request body reaches the client whole: a 401 decided on the headers, a 403, 404, 405,
+// a 429 from the guess throttle, a 503 while draining. net/http discards up to 256 KiB of
+// an unread body itself, but only on a connection it keeps open; when the connection closes
+// after the answer (the client sent Connection: close or spoke HTTP/1.0, or the body is
+// larger) it closes with the body unread, and the reset loses the answer (discardBody). So a
+// body no handler touched is read and discarded here, before the answer goes out, within the
+// bounds of a refused oversized body; a handler that read part of its body decides itself
+// (refuseBody). HTTP/2 streams end on their own, and an upgraded connection's bytes belong
+// to the WebSocket. Wrapped twice (a front around Handler), the inner one's discarding counts
+// as a read for the outer.
+func WholeAnswers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 1 || r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody ||
+			r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body := &watchedBody{ReadCloser: r.Body}
+		watched := new(http.Request) // as http.StripPrefix does: a copy, the server's own untouched
+		*watched = *r
+		watched.Body = body
+		next.ServeHTTP(w, watched)
+		if !body.read.Load() {
+			rc := http.NewResponseController(w)
+			discardBody(rc, r)
+			rc.SetReadDeadline(time.Time{})
+		}
+	})
+}
+
+// watchedBody is a request body that remembers whether anyone read it. The transport may read
+// a pass-through body on its own goroutine, past the handler's return, hence the atomic.
+type watchedBody struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
 }
 
 func bodyErrorReason(re *relayError) string {

@@ -97,8 +97,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, d Dialect, no
 		s.ledger.Touch(k.ID, now)
 		return k
 	case errors.Is(err, keys.ErrInvalid):
-		// A wrong key is a guess: its answer waits its turn, like a wrong worker secret.
-		s.WrongCredential(r.Context(), "api_key", peerIP(r, s.opts.TrustedProxies))
+		// A wrong key is a guess: its answer waits its turn, like a wrong worker secret (429
+		// when the address's turns are all taken).
+		if !s.WrongCredential(r.Context(), "api_key", peerIP(r, s.opts.TrustedProxies)) {
+			writeError(w, d, tooManyFailures)
+			break
+		}
 		writeAuthError(w, d, "Invalid API key")
 	case r.Context().Err() != nil:
 	default:

@@ -21,6 +21,7 @@ type metrics struct {
 	strayFrames      prometheus.Counter
 	bodyErrors       *prometheus.CounterVec
 	authFailures     *prometheus.CounterVec
+	crossOrigin      prometheus.Counter
 	fallbacks        *prometheus.CounterVec
 	queueWait        *prometheus.HistogramVec
 	genAI            *genAI
@@ -63,6 +64,10 @@ func newMetrics(s *Server) *metrics {
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "modelrelay_auth_failures_total", Help: "Wrong secrets, tokens and keys presented, by kind (worker, admin, circuit, api_key).",
 		}, []string{"kind"}),
+		crossOrigin: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "modelrelay_cross_origin_refusals_total",
+			Help: "Non-safe requests to the inference and admin routes refused because a browser sent them from an origin not in trusted_origins.",
+		}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "modelrelay_fallbacks_total",
 			Help: "Requests moved to the next model of their chain, by the model they left (configured or registered names, else other) and reason (no_pool, down, queue_full, too_slow, target_failed).",
@@ -97,7 +102,7 @@ func newMetrics(s *Server) *metrics {
 	}, func() float64 { return float64(s.ledger.Failures()) })
 	m.genAI = newGenAI(m.registry)
 	m.registry.MustRegister(usagePending, usageDropped, usageFailures)
-	m.registry.MustRegister(bodiesHeld, m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures, m.fallbacks,
+	m.registry.MustRegister(bodiesHeld, m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures, m.crossOrigin, m.fallbacks,
 		m.queueWait, poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

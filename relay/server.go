@@ -37,7 +37,10 @@ type Options struct {
 	MaxFrameBytes          int64 // largest worker frame read (a non-streamed answer travels in one)
 	RequireProtocolVersion bool
 	TrustedProxies         []netip.Prefix
-	Backends               []Backend
+	// TrustedOrigins are the browser origins ("https://app.example.com") whose non-safe
+	// cross-origin requests the inference and admin routes accept; other browsers' are refused.
+	TrustedOrigins []string
+	Backends       []Backend
 	// Fallbacks are the configured chains: a request for a key's model that cannot be served
 	// before its first byte moves to the listed models in order (gateway.md section 2).
 	Fallbacks map[string][]string
@@ -174,11 +177,12 @@ type Server struct {
 	poolsMu sync.Mutex // serializes pool creation and removal
 	pools   sync.Map   // name -> *Pool; the request path reads it without a lock
 
-	keys       *keys.Auth         // client API keys, validated and cached
-	budget     keys.Budget        // their rate and token limits
-	ledger     *keys.Ledger       // what keys used, on its way to the store
-	sessions   sync.Map           // worker id -> *workerSession
-	guesses    *throttle.Throttle // wrong worker secrets and admin tokens, per client address
+	keys       *keys.Auth                  // client API keys, validated and cached
+	budget     keys.Budget                 // their rate and token limits
+	ledger     *keys.Ledger                // what keys used, on its way to the store
+	sessions   sync.Map                    // worker id -> *workerSession
+	guesses    *throttle.Throttle          // wrong secrets, tokens and keys, per client address (guesser)
+	origins    *http.CrossOriginProtection // refuses blind cross-site browser requests (origins.go)
 	bodyBudget *bodyBudget
 	upstreams  *upstreamClient
 	backends   []*upstream
@@ -265,6 +269,10 @@ func New(opts Options) (*Server, error) {
 			names: &modelNames{}},
 	}
 	s.clientCeiling = clientCeiling
+	var err error
+	if s.origins, err = newOriginGuard(opts.TrustedOrigins); err != nil {
+		return nil, err
+	}
 	s.keys = keys.NewAuth(opts.Keys.Store, opts.Keys.CacheTTL)
 	s.budget = opts.Keys.Budget
 	s.ledger = keys.NewLedger(opts.Keys.Store, time.Second, opts.Keys.MaxPending, opts.Logger)
@@ -291,13 +299,35 @@ func New(opts Options) (*Server, error) {
 }
 
 // WrongCredential holds the answer to a wrong secret or token presented by client until its
-// turn in the guess throttle (shared by worker secrets, admin tokens and circuit tokens, so
-// mixing them gains a guesser nothing). kind labels the metric. It reports whether the failure
-// got its own turn; false means answer "rate limited" where the protocol has such an answer.
+// turn in the guess throttle (shared by worker secrets, admin tokens, circuit tokens and client
+// API keys, so mixing them gains a guesser nothing). kind labels the metric. It reports whether
+// the failure got a turn: true, answer with the verdict (401, 403); false, the address is
+// failing faster than one per turn, so answer "rate limited" (tooManyFailures, or the
+// worker protocol's close reason) and never the verdict.
 func (s *Server) WrongCredential(ctx context.Context, kind, client string) bool {
 	s.metrics.authFailures.WithLabelValues(kind).Inc()
-	return s.guesses.Fail(ctx, client)
+	return s.guesses.Fail(ctx, guesser(client))
 }
+
+// guesser is whom the guess throttle holds to account for a client address: the address, or
+// for IPv6 its /64, which one host or one customer's network holds whole (keyed by the whole
+// address, one host would get 2^64 addresses' turns).
+func guesser(client string) string {
+	a, err := netip.ParseAddr(client)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return client
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return client
+	}
+	return p.String()
+}
+
+// tooManyFailures answers a wrong credential that got no turn in the guess throttle. It says
+// nothing about the credential itself.
+var tooManyFailures = &relayError{status: http.StatusTooManyRequests,
+	message: "too many failed authentication attempts from this address; retry later", code: "too_many_failed_attempts"}
 
 // pool returns the named pool, or nil.
 func (s *Server) pool(name string) *Pool {
@@ -418,8 +448,13 @@ func (s *Server) Close() {
 	s.upstreams.close()
 }
 
-// Handler serves the relay's own surface.
+// Handler serves the relay's own surface, with WholeAnswers.
 func (s *Server) Handler() http.Handler {
+	return WholeAnswers(s.surface())
+}
+
+// surface mounts the relay's own routes.
+func (s *Server) surface() http.Handler {
 	rt := newRoutes()
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"} {
 		rt.handle("POST "+path, s.inference(OpenAI), dialectErrors(OpenAI))

@@ -46,6 +46,7 @@ type Config struct {
 	DefaultMaxTokens       int // max_tokens for OpenAI requests translated to Anthropic targets
 	RequireProtocolVersion bool
 	TrustedProxies         []netip.Prefix      // masked; bare IPs became /32 or /128
+	TrustedOrigins         []string            // browser origins let through cross-origin protection, as browsers send them
 	WorkerGrace            time.Duration       // wait for a model's last relay worker to come back
 	BreakerFailures        int                 // consecutive failures that open a target's breaker
 	BreakerCooldown        time.Duration       // first open period
@@ -183,6 +184,7 @@ var settings = []setting{
 	{key: "default_max_tokens", flag: "default-max-tokens", env: "DEFAULT_MAX_TOKENS"},
 	{key: "require_protocol_version", flag: "require-protocol-version", env: "REQUIRE_PROTOCOL_VERSION", boolean: true},
 	{key: "trusted_proxies", flag: "trusted-proxies", env: "TRUSTED_PROXIES"},
+	{key: "trusted_origins", flag: "trusted-origins", env: "MODELRELAY_TRUSTED_ORIGINS"},
 	{key: "worker_grace", flag: "worker-grace", env: "WORKER_GRACE"},
 	{key: "breaker_failures", flag: "breaker-failures", env: "BREAKER_FAILURES"},
 	{key: "breaker_cooldown", flag: "breaker-cooldown", env: "BREAKER_COOLDOWN"},

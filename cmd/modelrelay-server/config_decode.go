@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -215,6 +216,59 @@ func (d *decoder) prefixes(key string) []netip.Prefix {
 	return out
 }
 
+func (d *decoder) origins(key string) []string {
+	var out []string
+	for _, s := range d.list(key) {
+		o, err := parseOrigin(s)
+		if err != nil {
+			d.fail(key, "invalid origin %q: %v (want scheme://host[:port], e.g. https://app.example.com)", s, err)
+			return nil
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// parseOrigin reads an origin as browsers send it in the Origin header, which is compared
+// byte for byte: scheme and host lowercased and a scheme's default port left out (a browser
+// sends https://app.example.com for https://APP.example.com:443).
+func parseOrigin(s string) (string, error) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Opaque != "":
+		return "", errors.New("not a URL")
+	case u.Scheme == "" || u.Host == "":
+		return "", errors.New("scheme and host required")
+	case u.User != nil:
+		return "", errors.New("no user name or password")
+	case u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "", errors.New("no path, query or fragment (not even a trailing slash)")
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if _, err := netip.ParseAddr(host); err != nil && !isDNSName(host) {
+		return "", fmt.Errorf("invalid host %q", host)
+	}
+	if strings.Contains(u.Host, ":") && !strings.HasSuffix(u.Host, "]") && port == "" {
+		return "", errors.New("empty port")
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("invalid port %q", port)
+		}
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if port == map[string]string{"http": "80", "https": "443"}[scheme] {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host, nil
+}
+
 // parsePrefix accepts a CIDR with host bits or a bare IP; IPv4-mapped IPv6 becomes IPv4 so
 // that it matches the unmapped client addresses ingress compares against.
 func parsePrefix(s string) (netip.Prefix, bool) {
@@ -264,6 +318,7 @@ func decodeConfig(k *koanf.Koanf, p *problems) Config {
 		DefaultMaxTokens:       d.int("default_max_tokens"),
 		RequireProtocolVersion: d.boolean("require_protocol_version"),
 		TrustedProxies:         d.prefixes("trusted_proxies"),
+		TrustedOrigins:         d.origins("trusted_origins"),
 		WorkerGrace:            d.duration("worker_grace"),
 		BreakerFailures:        d.int("breaker_failures"),
 		BreakerCooldown:        d.duration("breaker_cooldown"),

@@ -512,6 +512,56 @@ func TestListForms(t *testing.T) {
 	}
 }
 
+// trusted_origins: every list form, each origin written as browsers send Origin (compared
+// byte for byte), and a one-line error naming the key for anything that is not
+// scheme://host[:port]; the relay's options get the list.
+func TestTrustedOrigins(t *testing.T) {
+	want := []string{"https://app.example.com", "http://localhost:3000"}
+	for _, lc := range []loadCase{
+		{file: "trusted_origins: [https://app.example.com, 'http://localhost:3000']"},
+		{file: `trusted_origins = "https://app.example.com,http://localhost:3000"`, name: "c.toml"},
+		{env: map[string]string{"MODELRELAY_TRUSTED_ORIGINS": " https://app.example.com ,, http://localhost:3000"}},
+		{args: []string{"--trusted-origins=HTTPS://App.Example.COM:443,http://localhost:3000"}},
+	} {
+		cfg, _ := mustLoad(t, lc)
+		if !slices.Equal(cfg.TrustedOrigins, want) {
+			t.Errorf("%+v: trusted_origins = %q, want %q", lc, cfg.TrustedOrigins, want)
+		}
+		if got := relayOptions(cfg, slog.New(slog.DiscardHandler), nil).TrustedOrigins; !slices.Equal(got, want) {
+			t.Errorf("%+v: relay options get %q", lc, got)
+		}
+	}
+	for in, out := range map[string]string{
+		"http://app.example.com:80":  "http://app.example.com",
+		"https://app.example.com:80": "https://app.example.com:80",
+		"https://[::1]:8443":         "https://[::1]:8443",
+		"http://127.0.0.1:8080":      "http://127.0.0.1:8080",
+		"chrome-extension://abcdefg": "chrome-extension://abcdefg",
+	} {
+		if got, err := parseOrigin(in); err != nil || got != out {
+			t.Errorf("parseOrigin(%q) = %q, %v; want %q", in, got, err, out)
+		}
+	}
+	const hint = " (want scheme://host[:port], e.g. https://app.example.com)"
+	for value, why := range map[string]string{
+		"app.example.com":               "scheme and host required",
+		"https://app.example.com/":      "no path, query or fragment (not even a trailing slash)",
+		"https://app.example.com/chat":  "no path, query or fragment (not even a trailing slash)",
+		"https://app.example.com?x=1":   "no path, query or fragment (not even a trailing slash)",
+		"https://user@app.example.com":  "no user name or password",
+		"https://app.example.com:":      "empty port",
+		"https://app.example.com:99999": `invalid port "99999"`,
+		"https://*.example.com":         `invalid host "*.example.com"`,
+		"null":                          "scheme and host required",
+		"mailto:ops@example.com":        "not a URL",
+	} {
+		_, _, err := loadCase{env: map[string]string{"MODELRELAY_TRUSTED_ORIGINS": value}}.load(t)
+		if want := fmt.Sprintf("config: trusted_origins: invalid origin %q: %s", value, why) + hint; err == nil || err.Error() != want {
+			t.Errorf("%q: error %v\nwant %s", value, err, want)
+		}
+	}
+}
+
 func TestValidationErrors(t *testing.T) {
 	dir := t.TempDir()
 	cert := filepath.Join(dir, "cert.pem")

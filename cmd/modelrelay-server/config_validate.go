@@ -450,6 +450,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("priority_aging", c.PriorityAging),
 		slog.String("max_client_priority", c.MaxClientPriority),
 		slog.Int("trusted_proxies", len(c.TrustedProxies)),
+		slog.String("trusted_origins", strings.Join(c.TrustedOrigins, ",")),
 		slog.String("config_file", c.ConfigFile),
 		slog.Bool("appproxy", a.Enabled),
 		slog.String("authority", a.Authority),

@@ -82,7 +82,9 @@ func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.
 	if p := f.verifier.Check(r, c, ip); p != nil {
 		if p.Status == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
 			// A token that does not open this circuit is a guess: its answer waits its turn.
-			f.relay.WrongCredential(r.Context(), "circuit", ip.String())
+			if !f.relay.WrongCredential(r.Context(), "circuit", ip.String()) {
+				p = p.Throttled()
+			}
 		}
 		f.refuse(w, r, p)
 		return

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -139,4 +140,108 @@ func TestE2EWorkerDaemonJoinsDuringAFloodOfWrongSecrets(t *testing.T) {
 		t.Errorf("request through the daemon during the flood: %d %s", st, body)
 	}
 	cancel()
+}
+
+// The guess throttle holds per address, not per connection: many connections from one
+// address sending wrong admin tokens or wrong client API keys get at most one verdict (403,
+// 401) per step (250 ms) between them; the rest are told, after the hold, that the address is
+// rate limited (429). The right token or key from the same address is answered while the
+// flood's answers are still held.
+func TestE2EGuessThrottleHoldsPerAddressHoweverManyConnections(t *testing.T) {
+	t.Parallel()
+	r := startKeyRelay(t, "demo: true\n", map[string]string{"MODELRELAY_REQUIRE_API_KEYS": "true"})
+	key := createKey(t, r.addr, `{"name":"honest"}`)
+	kinds := []struct {
+		name, from   string
+		method, path string
+		body         string
+		wrong, right http.Header
+		verdict      int
+	}{
+		{"admin token", "127.0.0.2", "GET", "/admin/stats", "", bearer("guess"), bearer(e2eAdmin), http.StatusForbidden},
+		{"client API key", "127.0.0.3", "POST", "/v1/chat/completions", chatJSON("demo"),
+			bearer(randomSecret(t)), bearer(key.Secret), http.StatusUnauthorized},
+	}
+	const (
+		conns = 150
+		flood = 2 * time.Second
+		step  = 250 * time.Millisecond // the default auth failure step
+	)
+	var wg sync.WaitGroup
+	for _, k := range kinds {
+		wg.Go(func() {
+			client := clientFrom(k.from, conns)
+			defer client.CloseIdleConnections()
+			call := func(h http.Header) (int, http.Header, error) {
+				req, _ := http.NewRequest(k.method, "http://"+r.addr+k.path, strings.NewReader(k.body))
+				req.Header = withJSON(h)
+				resp, err := client.Do(req)
+				if err != nil {
+					return 0, nil, err
+				}
+				defer resp.Body.Close()
+				io.Copy(io.Discard, resp.Body)
+				return resp.StatusCode, resp.Header, nil
+			}
+			var mu sync.Mutex
+			var verdicts []time.Duration // when each verdict arrived, since start
+			var limited, sent, answered atomic.Int64
+			start := time.Now()
+			var guessers sync.WaitGroup
+			for range conns {
+				guessers.Go(func() {
+					for time.Since(start) < flood {
+						sent.Add(1)
+						st, h, err := call(k.wrong)
+						answered.Add(1)
+						switch {
+						case err != nil:
+							t.Errorf("%s: a wrong one: %v", k.name, err)
+							return
+						case st == k.verdict:
+							mu.Lock()
+							verdicts = append(verdicts, time.Since(start))
+							mu.Unlock()
+						case st == http.StatusTooManyRequests && h.Get("Retry-After") != "":
+							limited.Add(1)
+						default:
+							t.Errorf("%s: a wrong one answered %d", k.name, st)
+							return
+						}
+					}
+				})
+			}
+			time.Sleep(flood / 4)
+			st, _, err := call(k.right)
+			held := sent.Load() - answered.Load()
+			if err != nil || st != http.StatusOK {
+				t.Errorf("%s: the right one during the flood: %d %v", k.name, st, err)
+			}
+			if held == 0 {
+				t.Errorf("%s: the right one was answered after every wrong one (it must never wait)", k.name)
+			}
+			guessers.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			perSecond := map[int]int{}
+			for _, at := range verdicts {
+				perSecond[int(at/time.Second)]++
+			}
+			last := time.Duration(0)
+			if n := len(verdicts); n > 0 {
+				last = verdicts[n-1]
+			}
+			t.Logf("%s: %d connections from %s for %s: %d verdicts (per second %v), %d rate limited; the right one answered with %d wrong ones held",
+				k.name, conns, k.from, flood, len(verdicts), perSecond, limited.Load(), held)
+			// The n-th verdict's turn is n steps after the flood began at the earliest, so n
+			// verdicts take n steps; one more for slack.
+			if most := int(last/step) + 1; len(verdicts) > most {
+				t.Errorf("%s: %d verdicts in %s; one per %s per address allows %d", k.name, len(verdicts), last.Round(time.Millisecond), step, most)
+			}
+			if limited.Load() == 0 {
+				t.Errorf("%s: %d connections were never told they are rate limited", k.name, conns)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -135,6 +135,7 @@ func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options 
 		MaxFrameBytes:          cfg.MaxFrameBytes,
 		RequireProtocolVersion: cfg.RequireProtocolVersion,
 		TrustedProxies:         cfg.TrustedProxies,
+		TrustedOrigins:         cfg.TrustedOrigins,
 		Backends:               backends,
 		Fallbacks:              cfg.Fallbacks,
 		WorkerGrace:            grace,
@@ -193,7 +194,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if mode, err = newWorkerMode(cfg, log, srv); err != nil {
 			return err
 		}
-		handler = mode.front
+		handler = relay.WholeAnswers(mode.front) // the front answers refusals of its own
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

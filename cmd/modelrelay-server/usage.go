@@ -31,6 +31,11 @@ Listening:
   --trusted-proxies CIDRS        proxies whose X-Forwarded-For/-Host are believed
                                  (CIDRs or bare IPs)
                                  env TRUSTED_PROXIES, default none
+  --trusted-origins ORIGINS      browser origins (https://app.example.com) whose
+                                 cross-origin POSTs the inference and admin routes take;
+                                 other browsers' get 403 (clients that are no browser
+                                 are never refused)
+                                 env MODELRELAY_TRUSTED_ORIGINS, default none
 
 Trying it out:
   --demo                         also serve a built-in fake model "demo", to try the relay
