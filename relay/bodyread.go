@@ -134,6 +134,11 @@ func (b *bodyReader) read() ([]byte, error) {
 		}
 		if len(buf) == cap(buf) {
 			grown := min(2*int64(cap(buf)), b.max+1)
+			if b.r.ContentLength >= 0 {
+				// Growth stops at the announced length (net/http reads no further): only a
+				// smaller buffer, never a larger one, on the client's word.
+				grown = min(grown, b.r.ContentLength+1)
+			}
 			if !b.budget.take(grown - int64(cap(buf))) {
 				return nil, errBodyBudget
 			}

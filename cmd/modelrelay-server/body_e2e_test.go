@@ -199,8 +199,9 @@ func TestE2EOversizedBodyFromAClientThatKeepsSending(t *testing.T) {
 }
 
 func TestE2EBodyBudgetAnswers503WithRetryAfter(t *testing.T) {
-	// Two bodies of 600 KB in flight hold 2 MiB of a 2.5 MiB budget (buffers grow by doubling
-	// to 1 MiB); once they do, a third cannot grow past 512 KiB.
+	// Two bodies of 600 KB in flight hold 2 MB of a 2.5 MiB budget (buffers grow by doubling,
+	// up to the announced 1,000,000 bytes and one to see the end); once they do, a third
+	// cannot grow past 512 KiB.
 	e := bodyEnv(t, map[string]string{"MAX_BODY_BYTES": "1048576", "BODY_BUDGET_BYTES": "2621440"})
 	part := `{"model":"m","pad":"` + strings.Repeat("p", 600<<10)
 	var holders []net.Conn
@@ -215,7 +216,7 @@ func TestE2EBodyBudgetAnswers503WithRetryAfter(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "both bodies held", func() (bool, string) {
 		m := regexp.MustCompile(`(?m)^modelrelay_request_body_bytes_held (\S+)$`).FindStringSubmatch(e.metricsText())
-		return m != nil && m[1] == "2.097152e+06", fmt.Sprint(m)
+		return m != nil && m[1] == "2.000002e+06", fmt.Sprint(m)
 	})
 	eventually(t, 10*time.Second, "third body refused", func() (bool, string) {
 		a := rawRequest(t, e.addr, head("", e.addr, "/v1/chat/completions", "Content-Length: 1000000\r\n"), func(c *net.TCPConn) {
