@@ -329,18 +329,24 @@ func TestE2EMemoryUnderSlowAndIdleConnections(t *testing.T) {
 }
 
 // rssBytes reads a process's resident set size from /proc.
-func rssBytes(t *testing.T, pid int) int64 {
+func rssBytes(t *testing.T, pid int) int64 { return procStatusBytes(t, pid, "VmRSS") }
+
+// peakRSSBytes reads a process's peak resident set size (its high-water mark) from /proc.
+func peakRSSBytes(t *testing.T, pid int) int64 { return procStatusBytes(t, pid, "VmHWM") }
+
+// procStatusBytes reads a size in kB from a field of /proc/<pid>/status.
+func procStatusBytes(t *testing.T, pid int, field string) int64 {
 	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb << 10
 		}
 	}
-	t.Fatal("no VmRSS")
+	t.Fatal("no " + field)
 	return 0
 }
