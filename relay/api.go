@@ -86,6 +86,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
 	req.route = routeOf(r.URL.Path)
 	req.dispatched = br.release
+	defer req.dropForeign()
 	x.id, x.model, x.stream = req.ID, f.Model, f.Stream
 	if err == nil {
 		err = s.wishes(req, r, f.options, key)
@@ -489,7 +490,8 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *respond
 		}
 		var re *relayError
 		clientFault := errors.As(err, &re) && re.status < 500
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) && !errors.Is(err, errHeld) && !clientFault {
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) && !errors.Is(err, errHeld) && !clientFault &&
+			!errors.Is(err, errBodyBudget) {
 			s.log.Warn("request failed", "request_id", req.ID, "pool", pool.name, "target", m.id, "err", err)
 		}
 		return err

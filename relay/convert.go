@@ -1,8 +1,10 @@
 package relay
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 
 	"modelrelay/relay/translate"
@@ -54,6 +56,8 @@ type wire struct {
 	body   []byte
 	header http.Header
 	meta   translate.Request
+	// giveBack returns a translated body's charge to the body budget (nil: none).
+	giveBack func()
 }
 
 // dress makes req what a target receives: translated (for a target of the other family) or as
@@ -68,7 +72,7 @@ func (s *Server) dress(req *Request, translated bool) error {
 	w := req.native
 	if translated {
 		if req.foreign == nil {
-			f, err := s.foreignWire(req)
+			f, err := s.chargedForeignWire(req)
 			if err != nil {
 				return err
 			}
@@ -97,6 +101,48 @@ func (req *Request) nativePath() string {
 	return req.Path
 }
 
+// collectBefore is the size of a client's body from which a translation first runs the
+// garbage collector. Reading a large body leaves its smaller buffers behind (each growth
+// doubles the last); collected before the translation allocates its copy, their pages are
+// reused for it instead of joining it in memory. Measured on 29 MB bodies: peak RSS 2.1 times
+// the body, where it was 2.1 or 3.1 times as the collector happened to run. Bodies this large
+// are rare, and their translation costs tens of milliseconds already.
+const collectBefore = 4 << 20
+
+// chargedForeignWire is foreignWire charged to the body budget for as long as req holds it
+// (see dropForeign). A translated body is the relay's own copy, kept beside the client's for
+// the request's life (requeues and replays send it again), so it counts as a body held: when
+// the budget is spent the request is refused (503, Retry-After) instead of translated. The
+// budget is taken before the work, for as much as the client's body (a translation writes
+// about what it reads), then set to what the translation holds.
+func (s *Server) chargedForeignWire(req *Request) (*wire, error) {
+	estimate := int64(len(req.native.body))
+	if !s.bodyBudget.take(estimate) {
+		s.metrics.bodyErrors.WithLabelValues("over_budget").Inc()
+		return nil, errBodyBudget
+	}
+	if estimate >= collectBefore {
+		runtime.GC()
+	}
+	w, err := s.foreignWire(req)
+	if err != nil {
+		s.bodyBudget.give(estimate)
+		return nil, err
+	}
+	held := int64(cap(w.body))
+	s.bodyBudget.held.Add(held - estimate) // the work is done: count what it holds, over the limit or not
+	w.giveBack = func() { s.bodyBudget.give(held) }
+	return w, nil
+}
+
+// dropForeign lets go of req's translation, and of its charge to the body budget.
+func (req *Request) dropForeign() {
+	if req.foreign != nil && req.foreign.giveBack != nil {
+		req.foreign.giveBack()
+	}
+	req.foreign = nil
+}
+
 // foreignWire translates req for a target of the other family (req.native is set). The query string is dropped
 // (it belonged to the client's family) and so are the other family's own headers; the
 // client's credential moves to where that family carries it.
@@ -120,7 +166,10 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 			w.meta.IncludeUsage = false
 		}
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, translate.ErrTooLarge):
+		return nil, &relayError{status: http.StatusRequestEntityTooLarge, message: err.Error(), code: "request_too_large"}
+	case err != nil:
 		return nil, &relayError{status: http.StatusBadRequest, message: err.Error(), code: "invalid_request_error"}
 	}
 	h := n.header.Clone()

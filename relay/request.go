@@ -68,7 +68,8 @@ type Request struct {
 func (req *Request) retarget(model string) error {
 	if req.native != nil {
 		req.Path, req.Body, req.Header = req.native.path, req.native.body, req.native.header
-		req.native, req.foreign, req.translated = nil, nil, false
+		req.dropForeign()
+		req.native, req.translated = nil, false
 	}
 	body, err := rewriteObject(req.Body, model)
 	if err != nil {

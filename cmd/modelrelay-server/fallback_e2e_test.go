@@ -31,6 +31,7 @@ import (
 type relayProc struct {
 	addr string
 	logs *lockedBuffer
+	pid  int
 }
 
 // startRelay runs the binary on config (extra environment in env) at debug log level.
@@ -39,8 +40,8 @@ func startRelay(t testing.TB, config string, env map[string]string) *relayProc {
 	extra := map[string]string{"MODELRELAY_CONFIG": writeConfig(t, config)}
 	maps.Copy(extra, env)
 	e := &e2eEnv{t: t}
-	_, logs, _ := startBinary(t, e, extra)
-	return &relayProc{addr: e.addr, logs: logs}
+	cmd, logs, _ := startBinary(t, e, extra)
+	return &relayProc{addr: e.addr, logs: logs, pid: cmd.Process.Pid}
 }
 
 // fbClient is shared by every request of these tests; it must carry 50 at once.
@@ -82,10 +83,15 @@ func sendTo(addr, host, path string, header http.Header, body string) relayAnswe
 // sendWithin is sendTo giving up after limit: for requests that must be answered at once, so
 // that one wrongly queued ends as a failure instead of blocking the test.
 func sendWithin(limit time.Duration, addr, host, path string, header http.Header, body string) relayAnswer {
+	return sendReader(limit, addr, host, path, header, strings.NewReader(body))
+}
+
+// sendReader is sendWithin with the body read from body as the request goes.
+func sendReader(limit time.Duration, addr, host, path string, header http.Header, body io.Reader) relayAnswer {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, body)
 	if err != nil {
 		return relayAnswer{err: err}
 	}

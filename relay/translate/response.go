@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
@@ -32,6 +33,56 @@ type openAIUsage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
+// responseBlock is one content block of an Anthropic answer.
+type responseBlock struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	ID       string          `json:"id"`
+	Name     string          `json:"name"`
+	Input    json.RawMessage `json:"input"`
+	Thinking string          `json:"thinking"`
+}
+
+type openAIToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// contentText flattens OpenAI message content (a string, or parts whose text parts count)
+// to text.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	json.Unmarshal(raw, &parts)
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// compactOr is raw without insignificant space, or def when raw is empty or not JSON.
+func compactOr(raw json.RawMessage, def string) json.RawMessage {
+	var buf bytes.Buffer
+	if len(raw) == 0 || json.Compact(&buf, raw) != nil || buf.String() == "null" {
+		return json.RawMessage(def)
+	}
+	return buf.Bytes()
+}
+
 // Unparseable is returned beside a translated answer when a tool call's arguments were not
 // JSON: the block got {} and the raw text is here, for the caller's log.
 type Unparseable struct {
@@ -53,7 +104,7 @@ func OpenAIResponseToAnthropic(body []byte, model string) ([]byte, Usage, []Unpa
 		if r := c.Message.ReasoningContent + c.Message.Reasoning; r != "" {
 			content = append(content, map[string]string{"type": "thinking", "thinking": r, "signature": ""})
 		}
-		text, _ := contentText(c.Message.Content)
+		text := contentText(c.Message.Content)
 		if text == "" {
 			text = c.Message.Refusal
 		}
@@ -122,10 +173,10 @@ func finishReason(stop string) string {
 }
 
 type anthropicResponse struct {
-	ID         string           `json:"id"`
-	Content    []anthropicBlock `json:"content"`
-	StopReason string           `json:"stop_reason"`
-	Usage      *anthropicUsage  `json:"usage"`
+	ID         string          `json:"id"`
+	Content    []responseBlock `json:"content"`
+	StopReason string          `json:"stop_reason"`
+	Usage      *anthropicUsage `json:"usage"`
 }
 
 type anthropicUsage struct {
