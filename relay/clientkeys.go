@@ -119,7 +119,7 @@ func writeAuthError(w http.ResponseWriter, d Dialect, message string) {
 	var body []byte
 	if d == Anthropic {
 		body, _ = json.Marshal(map[string]any{"type": "error",
-			"error": map[string]string{"type": "authentication_error", "message": message}})
+			"error": map[string]string{"type": d.ErrorType(http.StatusUnauthorized), "message": message}})
 	} else {
 		body, _ = json.Marshal(map[string]any{"error": map[string]string{"type": "auth_error", "message": message}})
 	}

@@ -1,5 +1,7 @@
 package endpoint
 
+import "strings"
+
 // Route is an inference call's translation: which mapping carries it to a target of the other
 // family. RouteNone calls are always sent as the client sent them.
 type Route uint8
@@ -49,6 +51,17 @@ var table = [...]Endpoint{
 	{Path: "/v1/messages", Dialect: Anthropic, Route: RouteMessages, Counterpart: "/v1/chat/completions",
 		Operation: "chat", Prompt: true, Usage: true},
 	{Path: "/v1/messages/count_tokens", Dialect: Anthropic, Route: RouteCountTokens, Counterpart: "/tokenize"},
+}
+
+// DialectOf is the API family of any path a worker or a target may be asked to answer, in
+// the table or not (with a query string, a call passed through such as /v1/messages/batches,
+// a translated call): Anthropic's calls all live under /v1/messages, and anything else is
+// answered in OpenAI's shape.
+func DialectOf(path string) Dialect {
+	if strings.HasPrefix(path, "/v1/messages") {
+		return Anthropic
+	}
+	return OpenAI
 }
 
 // ModelList is the OpenAI model list every family's clients read (GET).

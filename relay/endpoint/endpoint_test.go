@@ -33,6 +33,15 @@ func TestTable(t *testing.T) {
 	}
 }
 
+func TestDialectOfOtherPaths(t *testing.T) {
+	for p, want := range map[string]Dialect{"/v1/messages/batches": Anthropic, "/v1/messages?beta=true": Anthropic,
+		"/tokenize": OpenAI, "/v1/models": OpenAI, "/": OpenAI, "": OpenAI, "/v1/message": OpenAI} {
+		if got := DialectOf(p); got != want {
+			t.Errorf("DialectOf(%q) = %d, want %d", p, got, want)
+		}
+	}
+}
+
 // Only exact paths are inference calls: a query string, a trailing slash or another case is
 // some other path (the mux sees them so too).
 func TestForOtherPaths(t *testing.T) {
@@ -60,8 +69,11 @@ func TestTableRules(t *testing.T) {
 		if e.Usage != (e.Operation != "") {
 			t.Errorf("%s: usage %v but operation %q", e.Path, e.Usage, e.Operation)
 		}
-		if (e.Dialect == Anthropic) != strings.HasPrefix(e.Path, "/v1/messages") {
-			t.Errorf("%s: family %d, but every Anthropic call and only they live under /v1/messages", e.Path, e.Dialect)
+		if DialectOf(e.Path) != e.Dialect || DialectOf(e.Path+"?beta=true") != e.Dialect {
+			t.Errorf("%s: family %d, but DialectOf says %d", e.Path, e.Dialect, DialectOf(e.Path))
+		}
+		if c := e.Counterpart; c != "" && DialectOf(c) == e.Dialect {
+			t.Errorf("%s: DialectOf its counterpart %s is its own family", e.Path, c)
 		}
 	}
 }
