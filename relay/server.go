@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/endpoint"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/throttle"
 	"modelrelay/relay/ui"
@@ -456,13 +457,10 @@ func (s *Server) Handler() http.Handler {
 // surface mounts the relay's own routes.
 func (s *Server) surface() http.Handler {
 	rt := newRoutes()
-	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"} {
-		rt.handle("POST "+path, s.inference(OpenAI), dialectErrors(OpenAI))
+	for _, e := range endpoint.All() {
+		rt.handle("POST "+e.Path, s.inference(e.Dialect), dialectErrors(e.Dialect))
 	}
-	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
-		rt.handle("POST "+path, s.inference(Anthropic), dialectErrors(Anthropic))
-	}
-	rt.handle("GET /v1/models", http.HandlerFunc(s.handleModels), dialectErrors(OpenAI))
+	rt.handle("GET "+endpoint.ModelList, http.HandlerFunc(s.handleModels), dialectErrors(OpenAI))
 	rt.handle("GET /v1/worker/connect", http.HandlerFunc(s.handleConnect), plainErrors)
 	rt.handle("GET /health", http.HandlerFunc(s.handleHealth), plainErrors)
 	rt.handle("GET /livez", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
