@@ -10,6 +10,7 @@ import (
 	"modelrelay/ingress"
 	"modelrelay/reconcile"
 	"modelrelay/relay"
+	"modelrelay/relay/endpoint"
 )
 
 // front routes every request by its Host in AppProxy mode: a circuit's subdomain reaches that
@@ -44,23 +45,14 @@ func newFront(srv *relay.Server, router *ingress.Router, circuits *reconcile.App
 	return f
 }
 
-// inferencePaths are the calls the relay parses ({model, stream}); everything else on a
-// circuit host passes through untouched.
-var inferencePaths = map[string]relay.Dialect{
-	"/v1/chat/completions":      relay.OpenAI,
-	"/v1/completions":           relay.OpenAI,
-	"/v1/responses":             relay.OpenAI,
-	"/v1/embeddings":            relay.OpenAI,
-	"/v1/messages":              relay.Anthropic,
-	"/v1/messages/count_tokens": relay.Anthropic,
-}
-
+// inferenceCall says whether r is a call the relay parses ({model, stream}), and its family;
+// everything else on a circuit host passes through untouched.
 func inferenceCall(r *http.Request) (relay.Dialect, bool) {
 	if r.Method != http.MethodPost {
 		return 0, false
 	}
-	d, ok := inferencePaths[r.URL.Path]
-	return d, ok
+	e, ok := endpoint.For(r.URL.Path)
+	return e.Dialect, ok
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +106,7 @@ func (f *front) refuse(w http.ResponseWriter, r *http.Request, p *ingress.Proble
 // On the relay's own host every other path is the relay's own surface.
 func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost bool) {
 	d, inference := inferenceCall(r)
-	listing := r.Method == http.MethodGet && r.URL.Path == "/v1/models"
+	listing := r.Method == http.MethodGet && r.URL.Path == endpoint.ModelList
 	if !inference && !listing {
 		if ownHost {
 			f.own.ServeHTTP(w, r)
