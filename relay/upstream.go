@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"modelrelay/protocol"
+	"modelrelay/relay/endpoint"
 	"modelrelay/relay/h1"
 	"net"
 	"net/http"
@@ -276,7 +277,7 @@ func (u *upstream) discoverLoop(ctx context.Context) {
 func discoverModels(ctx context.Context, client *http.Client, base *url.URL) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+endpoint.ModelList, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -64,7 +64,8 @@ func DialectOf(path string) Dialect {
 	return OpenAI
 }
 
-// ModelList is the OpenAI model list every family's clients read (GET).
+// ModelList is the path of the OpenAI model list (GET): what the relay answers every family's
+// clients, and what it and the worker ask a model server to discover its models.
 const ModelList = "/v1/models"
 
 // All returns every inference call, in the table's order.
