@@ -143,7 +143,7 @@ var (
 	parsers = sync.Pool{New: func() any { return new(prefix.Parser) }}
 )
 
-// wishes reads what the request asks of scheduling (gateway.md section 3): its priority
+// wishes reads what the request asks of scheduling: its priority
 // (x_pool_options, else the x-modelrelay-priority header, else its key's default; never above
 // its ceiling), a preferred target, its latency bound, and for cache-aware routing its session
 // key and prompt blocks.

@@ -13,8 +13,8 @@ import (
 	"modelrelay/relay/keys"
 )
 
-// This file is the auth and admission stages of client API keys (gateway.md section 4): who
-// the client is, and whether its key lets this request in now.
+// This file is the auth and admission stages of client API keys: who the client is, and
+// whether its key lets this request in now.
 
 // errKeyStoreDown answers a key the cache does not hold while the store cannot be reached:
 // fail closed, and say so.

@@ -17,7 +17,7 @@ import (
 	"modelrelay/relay"
 )
 
-// Client API keys (gateway.md section 4), on the in-memory store: the Rust contract, the
+// Client API keys, on the in-memory store: the Rust server's contract, the
 // limits, the key's priority, and usage read from the answers.
 
 // usageBackend is an OpenAI- and Anthropic-speaking backend that reports usage the way real

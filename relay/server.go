@@ -43,7 +43,7 @@ type Options struct {
 	TrustedOrigins []string
 	Backends       []Backend
 	// Fallbacks are the configured chains: a request for a key's model that cannot be served
-	// before its first byte moves to the listed models in order (gateway.md section 2).
+	// before its first byte moves to the listed models in order.
 	Fallbacks map[string][]string
 	// WorkerGrace is how long requests for a model whose last relay worker left wait for one
 	// to come back before they get 503 (0 = 10 s; negative = not at all).
@@ -80,7 +80,7 @@ type Backend struct {
 	APIKey string
 }
 
-// Scheduling shapes placement and the order of waiting requests (gateway.md section 3).
+// Scheduling shapes placement and the order of waiting requests.
 type Scheduling struct {
 	CacheAware         bool          // routing: cache_aware (false = least_load)
 	AffinityTTL        time.Duration // a session returns to its last target for this long (5 m)
@@ -117,7 +117,7 @@ func (o *Scheduling) fill() {
 	}
 }
 
-// KeyOptions configure client API keys (gateway.md section 4).
+// KeyOptions configure client API keys: who may call, which models, how much.
 type KeyOptions struct {
 	Store      keys.Store    // nil = in memory (one process; lost on restart)
 	CacheTTL   time.Duration // a validated key is trusted this long (at most 5 s, the default)

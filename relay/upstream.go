@@ -25,7 +25,7 @@ const (
 
 // upstreamClient holds the clients every upstream shares, so connections are pooled per host
 // and reused across requests: relay/h1 on the request path (a client made for this job,
-// measured against net/http's in the README), net/http for model discovery.
+// measured against net/http's in docs/measurements.md), net/http for model discovery.
 type upstreamClient struct {
 	h1        *h1.Client
 	transport *http.Transport
