@@ -143,10 +143,10 @@ var (
 	parsers = sync.Pool{New: func() any { return new(prefix.Parser) }}
 )
 
-// wishes reads what the request asks of scheduling: its priority
-// (x_pool_options, else the x-modelrelay-priority header, else its key's default; never above
-// its ceiling), a preferred target, its latency bound, and for cache-aware routing its session
-// key and prompt blocks.
+// wishes reads what the request asks of scheduling: its priority (x_pool_options, else the
+// x-modelrelay-priority header, else its key's default; never above its ceiling), a preferred
+// target, its latency bound, and for cache-aware routing (on calls that carry a prompt) its
+// session key and prompt blocks.
 func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys.Key) error {
 	name := r.Header.Get("X-Modelrelay-Priority")
 	if o != nil {
