@@ -190,7 +190,12 @@ func TestGoFilesCiteNoOutsideDocument(t *testing.T) {
 			return nil
 		}
 		files++
-		for i, line := range strings.Split(readDoc(t, path), "\n") {
+		text := readDoc(t, path)
+		if lower := strings.ToLower(text); !strings.Contains(lower, ".md") && !strings.Contains(lower, "spec") &&
+			!strings.Contains(lower, "issue") {
+			return nil // what the expression looks for cannot be there (it is slow under -race)
+		}
+		for i, line := range strings.Split(text, "\n") {
 			if m := outsideDocument.FindString(line); m != "" {
 				t.Errorf("%s:%d names a document outside the repository (%q): state the rule instead", path, i+1, strings.TrimSpace(m))
 			}
