@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/endpoint"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/prefix"
 	"modelrelay/relay/usage"
@@ -84,7 +85,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	}
 	req := s.newRequest(r, d, arrival)
 	req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
-	req.route = routeOf(r.URL.Path)
+	req.endpoint, _ = endpoint.For(r.URL.Path)
 	req.dispatched = br.release
 	defer req.dropForeign()
 	x.id, x.model, x.stream = req.ID, f.Model, f.Stream
@@ -119,13 +120,13 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	}
 	out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
 	out.meta = f.options != nil
-	if operation(r.URL.Path) != "" {
+	if req.endpoint.Usage {
 		out.tap = taps.Get().(*usage.Tap)
 		defer taps.Put(out.tap)
 		// An OpenAI stream reports usage only when asked. For a key's accounting the relay
 		// asks, and takes the usage chunk out again for a client that did not; without keys
 		// the body goes as the client sent it (the metrics count what streams report).
-		if key != nil && req.Streaming && (req.route == routeChat || r.URL.Path == "/v1/completions") {
+		if key != nil && req.Streaming && req.endpoint.AskUsage {
 			var clientAsked bool
 			req.Body, clientAsked = usage.AskForUsage(req.Body)
 			req.askedUsage, out.stripUsage = !clientAsked, !clientAsked
@@ -143,10 +144,10 @@ var (
 	parsers = sync.Pool{New: func() any { return new(prefix.Parser) }}
 )
 
-// wishes reads what the request asks of scheduling (gateway.md section 3): its priority
-// (x_pool_options, else the x-modelrelay-priority header, else its key's default; never above
-// its ceiling), a preferred target, its latency bound, and for cache-aware routing its session
-// key and prompt blocks.
+// wishes reads what the request asks of scheduling: its priority (x_pool_options, else the
+// x-modelrelay-priority header, else its key's default; never above its ceiling), a preferred
+// target, its latency bound, and for cache-aware routing (on calls that carry a prompt) its
+// session key and prompt blocks.
 func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys.Key) error {
 	name := r.Header.Get("X-Modelrelay-Priority")
 	if o != nil {
@@ -172,7 +173,7 @@ func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys
 			"served_as", priorityNames[p], "key_id", keyID)
 	}
 	req.priority = p
-	if !s.opts.Scheduling.CacheAware || req.route == routeCountTokens || req.route == routeOther && !promptPath(r.URL.Path) {
+	if !s.opts.Scheduling.CacheAware || !req.endpoint.Prompt {
 		return nil
 	}
 	req.prompt = prompts.Get().(*prefix.Prompt)
@@ -186,11 +187,6 @@ func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys
 		req.prompt.Session = key
 	}
 	return nil
-}
-
-// promptPath says whether an OpenAI path other than chat carries a prompt worth placing by.
-func promptPath(path string) bool {
-	return path == "/v1/completions" || path == "/v1/responses"
 }
 
 // walk is the models a request may be served by, in order: the asked one, then its chain,
@@ -514,7 +510,7 @@ func (s *Server) serveOn(ctx context.Context, req *Request, pool *Pool, m *membe
 // the target refuses as the wrong family is replayed translated on the same target, holding the
 // same slot: that is no failure and no requeue.
 func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *responder, release func(outcome)) error {
-	p := m.speech.plan(req.Dialect, req.route, time.Now())
+	p := m.speech.plan(req.Dialect, req.endpoint.Route, time.Now())
 	if err := s.prepare(req, out, p == planTranslate); err != nil {
 		release(outcomeNone)
 		return err
@@ -536,7 +532,7 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *resp
 		}
 	}
 	out.probing = true
-	if req.route != routeCountTokens {
+	if req.endpoint.Route != endpoint.RouteCountTokens {
 		out.learn = m.speech
 	}
 	err := m.target.serve(ctx, req, out, drop)
@@ -547,7 +543,7 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *resp
 		return err
 	}
 	out.kept = nil
-	if req.route != routeCountTokens {
+	if req.endpoint.Route != endpoint.RouteCountTokens {
 		m.speech.heardRefuses(req.Dialect, time.Now())
 	}
 	s.log.Debug("target refused the route's API family; replaying translated", "request_id", req.ID,
@@ -557,7 +553,7 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *resp
 		return err
 	}
 	err = m.target.serve(ctx, req, out, drop)
-	if err == nil && req.route != routeCountTokens && out.conv.refused() {
+	if err == nil && req.endpoint.Route != endpoint.RouteCountTokens && out.conv.refused() {
 		// Refused in both families: the refusal was about the request (an unknown model, say),
 		// not the family. The client gets the target's own first answer.
 		m.speech.forget(req.Dialect)

@@ -31,8 +31,8 @@ func (s breakerState) String() string {
 	return "closed"
 }
 
-// refusalsToOpen is the passive half of replica health (appproxy.md section 4): this many
-// refused connections in a row open the breaker whatever its failure threshold.
+// refusalsToOpen is the passive half of replica health, as Backend.AI's AppProxy counts it:
+// this many refused connections in a row open the breaker whatever its failure threshold.
 const refusalsToOpen = 3
 
 // breaker is the health of one static backend or circuit replica: the one state machine that

@@ -7,34 +7,13 @@ import (
 	"runtime"
 	"strings"
 
+	"modelrelay/relay/endpoint"
 	"modelrelay/relay/translate"
 )
 
-// This file joins the relay to package translate: which routes have a counterpart in the other
-// API family, how a request is dressed for a target of that family, and how the answer is
-// turned back into the client's family on its way out (see the responder's conv).
-
-// route is an inference path that translation knows.
-type route uint8
-
-const (
-	routeOther       route = iota // no counterpart: always sent as is
-	routeChat                     // OpenAI /v1/chat/completions
-	routeMessages                 // Anthropic /v1/messages
-	routeCountTokens              // Anthropic /v1/messages/count_tokens
-)
-
-func routeOf(path string) route {
-	switch path {
-	case "/v1/chat/completions":
-		return routeChat
-	case "/v1/messages":
-		return routeMessages
-	case "/v1/messages/count_tokens":
-		return routeCountTokens
-	}
-	return routeOther
-}
+// This file joins the relay to package translate: how a request is dressed for a target of the
+// other API family (the endpoint table names each call's counterpart there), and how the
+// answer is turned back into the client's family on its way out (see the responder's conv).
 
 // translatedHeader names the translation on every translated answer, client's family first.
 const translatedHeader = "X-Modelrelay-Translated"
@@ -150,15 +129,13 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 	n := req.native
 	var w wire
 	var err error
-	switch req.route {
-	case routeMessages:
-		w.path = "/v1/chat/completions"
+	w.path = req.endpoint.Counterpart
+	switch req.endpoint.Route {
+	case endpoint.RouteMessages:
 		w.body, w.meta, err = translate.AnthropicToOpenAI(n.body)
-	case routeCountTokens:
-		w.path = "/tokenize"
+	case endpoint.RouteCountTokens:
 		w.body, err = translate.TokenizeRequest(n.body)
-	case routeChat:
-		w.path = "/v1/messages"
+	case endpoint.RouteChat:
 		w.body, w.meta, err = translate.OpenAIToAnthropic(n.body, s.opts.DefaultMaxTokens)
 		// The body may ask for usage because the relay asked (for its accounting): the
 		// translated stream carries a usage chunk only if the client asked.
@@ -208,7 +185,7 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 type conversion struct {
 	log        *slog.Logger
 	id         string // the request's, for log lines
-	route      route
+	route      endpoint.Route
 	meta       translate.Request
 	streaming  bool                 // the client asked for a stream
 	stream     translate.Stream     // set once a 2xx event stream started
@@ -219,12 +196,12 @@ type conversion struct {
 
 // newConversion converts the answer to req, dressed translated.
 func newConversion(req *Request, log *slog.Logger) *conversion {
-	return &conversion{log: log, id: req.ID, route: req.route, meta: req.foreign.meta,
-		streaming: req.Streaming && req.route != routeCountTokens, native: req.native.body}
+	return &conversion{log: log, id: req.ID, route: req.endpoint.Route, meta: req.foreign.meta,
+		streaming: req.Streaming && req.endpoint.Route != endpoint.RouteCountTokens, native: req.native.body}
 }
 
 // toAnthropic reports whether the client speaks Anthropic (the target then speaks OpenAI).
-func (c *conversion) toAnthropic() bool { return c.route != routeChat }
+func (c *conversion) toAnthropic() bool { return c.route != endpoint.RouteChat }
 
 // name is the x-modelrelay-translated value: the client's family first.
 func (c *conversion) name() string {
@@ -249,7 +226,7 @@ func (c *conversion) refused() bool { return c.stream == nil && refusesDialect(c
 // gathered into a whole answer (count_tokens has none to gather: its answer is estimated).
 func (c *conversion) hold(status int, h http.Header, eventStream bool) {
 	c.status, c.header = status, h
-	if eventStream && success(status) && c.route != routeCountTokens {
+	if eventStream && success(status) && c.route != endpoint.RouteCountTokens {
 		c.collect = translate.NewCollector(!c.toAnthropic(), maxTranslatedBody)
 	}
 }
@@ -276,7 +253,7 @@ func (c *conversion) keep(b []byte) error {
 // marked token estimate.
 func (c *conversion) answer() (status int, body []byte, estimated bool, err error) {
 	ok := success(c.status)
-	if c.route == routeCountTokens {
+	if c.route == endpoint.RouteCountTokens {
 		// /tokenize counted, or the target has none (or answered nonsense): estimate.
 		if n, counted := translate.TokenizeCount(c.body); ok && !c.over && counted {
 			return http.StatusOK, translate.CountTokensAnswer(n), false, nil

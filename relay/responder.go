@@ -387,7 +387,7 @@ func (o *responder) streamError(message, code string) []byte {
 	if o.conv != nil && o.conv.stream != nil {
 		return o.conv.stream.Fail(message)
 	}
-	return o.dialect.streamErrorEvent(message, code)
+	return streamErrorEvent(o.dialect, message, code)
 }
 
 // writeHeld writes an answer that was held back: through the conversion it was to go

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"modelrelay/protocol"
+	"modelrelay/relay/endpoint"
 	"modelrelay/relay/h1"
 	"net"
 	"net/http"
@@ -24,7 +25,7 @@ const (
 
 // upstreamClient holds the clients every upstream shares, so connections are pooled per host
 // and reused across requests: relay/h1 on the request path (a client made for this job,
-// measured against net/http's in the README), net/http for model discovery.
+// measured against net/http's in docs/measurements.md), net/http for model discovery.
 type upstreamClient struct {
 	h1        *h1.Client
 	transport *http.Transport
@@ -288,7 +289,7 @@ func (u *upstream) discoverLoop(ctx context.Context) {
 func discoverModels(ctx context.Context, client *http.Client, base *url.URL) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+endpoint.ModelList, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 package main
 
-// Issue 12 from outside (gateway.md section 2): fallback chains, per-target breakers, Retry-After
+// Fallback and back-pressure from outside: fallback chains, per-target breakers, Retry-After
 // from the estimated wait, max_latency_ms admission and failing fast — through the real server
 // binary (and, for circuits, the real server in AppProxy mode) on short configured times, with
 // fake model servers that record what reached them and when.
@@ -207,7 +207,8 @@ func breakerValue(b []byte, target string) float64 {
 	return -1
 }
 
-// poolState is what /admin/stats or /health says of the pools (gateway.md section 2).
+// poolState is what /admin/stats or /health says of a pool: its estimated wait and its
+// targets' breakers.
 type poolState struct {
 	EstimatedWaitMS *float64 `json:"estimated_wait_ms"`
 	Targets         []struct {

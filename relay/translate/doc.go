@@ -19,5 +19,5 @@
 //     target that only speaks OpenAI.
 //
 // Fields with no counterpart are dropped from translated requests (unknown ones too); the
-// README's translation table lists them.
+// table in docs/translation.md lists them.
 package translate

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"modelrelay/relay/endpoint"
 )
 
 // Usage is what a translated answer reported, for accounting.
@@ -227,7 +229,8 @@ func AnthropicResponseToOpenAI(body []byte, model string) ([]byte, Usage, error)
 
 // ErrorBody re-shapes a target's error answer (status kept by the caller) into the client's
 // family: toAnthropic picks {"type":"error","error":{type,message}}, else OpenAI's
-// {"error":{message,type,code}}. The message is the target's, whatever shape it came in.
+// {"error":{message,type,code}}. The message is the target's, whatever shape it came in; the
+// type is the family's for the status, as the relay types its own errors.
 func ErrorBody(status int, body []byte, toAnthropic bool) []byte {
 	msg := errorMessage(body)
 	if msg == "" {
@@ -235,9 +238,9 @@ func ErrorBody(status int, body []byte, toAnthropic bool) []byte {
 	}
 	var v any
 	if toAnthropic {
-		v = map[string]any{"type": "error", "error": map[string]string{"type": AnthropicErrorType(status), "message": msg}}
+		v = map[string]any{"type": "error", "error": map[string]string{"type": endpoint.Anthropic.ErrorType(status), "message": msg}}
 	} else {
-		v = map[string]any{"error": map[string]any{"message": msg, "type": OpenAIErrorType(status), "code": nil}}
+		v = map[string]any{"error": map[string]any{"message": msg, "type": endpoint.OpenAI.ErrorType(status), "code": nil}}
 	}
 	b, _ := json.Marshal(v)
 	return b
@@ -275,40 +278,6 @@ func errorMessage(body []byte) string {
 		return string(v.Detail)
 	}
 	return ""
-}
-
-// AnthropicErrorType is Anthropic's error type for an HTTP status.
-func AnthropicErrorType(status int) string {
-	switch status {
-	case 400, 413, 422:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 429:
-		return "rate_limit_error"
-	case 503, 529:
-		return "overloaded_error"
-	}
-	return "api_error"
-}
-
-// OpenAIErrorType is OpenAI's error type for an HTTP status.
-func OpenAIErrorType(status int) string {
-	switch {
-	case status == 401:
-		return "authentication_error"
-	case status == 403:
-		return "permission_error"
-	case status == 429:
-		return "rate_limit_error"
-	case status >= 400 && status < 500:
-		return "invalid_request_error"
-	}
-	return "server_error"
 }
 
 func itoa(n int) string {
