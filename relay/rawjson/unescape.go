@@ -12,11 +12,11 @@ import (
 // them: escapes replaced, a lone surrogate read as U+FFFD.
 
 // Unescape decodes the escape that starts s (a backslash) and returns the rune it stands
-// for (a surrogate pair of \u escapes is one rune) and how many bytes of s it takes. An
-// escape JSON does not have is U+FFFD taking its backslash and the byte after it.
-func Unescape(s []byte) (rune, int) {
-	if len(s) < 2 {
-		return utf8.RuneError, len(s)
+// for (a surrogate pair of \u escapes is one rune; a lone surrogate is U+FFFD) and how many
+// bytes of s it takes; n is 0 when s does not start with an escape JSON has.
+func Unescape(s []byte) (r rune, n int) {
+	if len(s) < 2 || s[0] != '\\' {
+		return 0, 0
 	}
 	switch c := s[1]; c {
 	case '"', '\\', '/':
@@ -34,7 +34,7 @@ func Unescape(s []byte) (rune, int) {
 	case 'u':
 		r, ok := hex4(s[2:])
 		if !ok {
-			return utf8.RuneError, 2
+			return 0, 0
 		}
 		if !utf16.IsSurrogate(r) {
 			return r, 6
@@ -48,11 +48,11 @@ func Unescape(s []byte) (rune, int) {
 		}
 		return utf8.RuneError, 6
 	}
-	return utf8.RuneError, 2
+	return 0, 0
 }
 
 // AppendUnescaped appends the text of a string's raw content s (what lies between its quotes),
-// decoded.
+// decoded. What is not an escape JSON has (only in text that is not JSON) is kept as written.
 func AppendUnescaped(dst, s []byte) []byte {
 	for len(s) > 0 {
 		k := bytes.IndexByte(s, '\\')
@@ -60,13 +60,18 @@ func AppendUnescaped(dst, s []byte) []byte {
 			return append(dst, s...)
 		}
 		dst = append(dst, s[:k]...)
-		r, n := Unescape(s[k:])
-		if r < utf8.RuneSelf {
+		s = s[k:]
+		r, n := Unescape(s)
+		switch {
+		case n == 0:
+			n = min(2, len(s))
+			dst = append(dst, s[:n]...)
+		case r < utf8.RuneSelf:
 			dst = append(dst, byte(r))
-		} else {
+		default:
 			dst = utf8.AppendRune(dst, r)
 		}
-		s = s[k+n:]
+		s = s[n:]
 	}
 	return dst
 }
