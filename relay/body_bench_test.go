@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"modelrelay/relay/prefix"
-	"modelrelay/relay/usage"
 )
 
 // bodyWork says which of the request path's body stages a request needs.
@@ -19,27 +18,20 @@ type bodyWork struct {
 // bodyPass is what serveInference (and one fallback) do with a body, stage by stage: read
 // it, strip x_pool_options, read its prompt, ask for usage, retarget it.
 func bodyPass(body []byte, w bodyWork, ps *prefix.Parser, dst *prefix.Prompt) ([]byte, error) {
-	f, err := parseInference(body)
+	v, err := parseInference(body)
 	if err != nil {
 		return nil, err
 	}
-	if f.options != nil {
-		if body, err = rewriteObject(body, "", "x_pool_options"); err != nil {
-			return nil, err
-		}
-	}
+	sent, at, _ := v.rewrite(body, w.ask && v.Stream)
 	if w.prompt {
-		ps.Parse(body, dst)
-	}
-	if w.ask && f.Stream {
-		body, _ = usage.AskForUsage(body)
+		ps.ParseTop(body, &v.prompt, dst)
 	}
 	if w.fallback {
-		if body, err = rewriteObject(body, "fallback-model"); err != nil {
+		if sent, _, err = withModel(sent, at, "fallback-model"); err != nil {
 			return nil, err
 		}
 	}
-	return body, nil
+	return sent, nil
 }
 
 // benchConversation is a chat body of about size bytes: a system prompt, a tool, and turns
@@ -108,7 +100,7 @@ func TestBodyPassBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(dst.Blocks) == 0 || strings.Contains(string(out), "x_pool_options") || !strings.Contains(string(out), `"include_usage":true`) ||
-		!strings.HasPrefix(string(out), `{"model":"fallback-model"`) {
+		!strings.Contains(string(out), `"model":"fallback-model"`) || strings.Contains(string(out), "gpt-4o-mini") {
 		t.Fatalf("blocks %d, body %s", len(dst.Blocks), fmt.Sprint(string(out[:200])))
 	}
 }

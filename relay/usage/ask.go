@@ -26,22 +26,30 @@ func AskForUsage(body []byte) (out []byte, asked bool) {
 
 // Top is what Ask needs of a body's top level, as the one read of the body found it.
 type Top struct {
-	Open    int             // the opening brace
-	LastEnd int             // where the last member ends; -1: there is none
-	Options *rawjson.Member // the (last) stream_options member; nil: none
+	Open    int            // the opening brace
+	LastEnd int            // where the last member ends; -1: there is none
+	Options rawjson.Member // the (last) stream_options member; a nil Key: none
+}
+
+// NewTop starts a Top for the object whose opening brace is at open; Add its members.
+func NewTop(open int) Top { return Top{Open: open, LastEnd: -1} }
+
+// Add notes the object's next member m, read in order.
+func (t *Top) Add(m *rawjson.Member) {
+	if IsStreamOptions(m.Key) {
+		t.Options = *m
+	}
+	t.LastEnd = m.End
 }
 
 // ReadTop reads the top level of body, checking it; ok is false when body is not one JSON
 // object.
 func ReadTop(body []byte) (top Top, ok bool) {
-	top = Top{Open: rawjson.SkipSpace(body, 0), LastEnd: -1}
+	top = NewTop(rawjson.SkipSpace(body, 0))
 	o := rawjson.ObjectAt(body, top.Open, rawjson.Unchecked)
-	var m, opts rawjson.Member
+	var m rawjson.Member
 	for o.Next(&m) {
-		if IsStreamOptions(m.Key) {
-			opts, top.Options = m, &opts
-		}
-		top.LastEnd = m.End
+		top.Add(&m)
 	}
 	end := o.End()
 	return top, end >= 0 && rawjson.SkipSpace(body, end) == len(body)
@@ -54,12 +62,12 @@ func IsStreamOptions(key []byte) bool { return rawjson.KeyIs(key, "stream_option
 // Ask adds to e the edits that make body, a checked JSON object whose top level is top, ask
 // for usage, or reports that it asks already (asked; then it adds none).
 func Ask(e *rawjson.Edits, body []byte, top Top) (asked bool) {
-	opts := top.Options
+	opts := &top.Options
 	switch {
-	case opts == nil && top.LastEnd < 0:
+	case opts.Key == nil && top.LastEnd < 0:
 		e.Replace(top.Open+1, top.Open+1, `"stream_options":{"include_usage":true}`)
 		return false
-	case opts == nil:
+	case opts.Key == nil:
 		e.Replace(top.LastEnd, top.LastEnd, `,"stream_options":{"include_usage":true}`)
 		return false
 	case body[opts.Value] != '{':
