@@ -199,3 +199,15 @@ func TestEdits(t *testing.T) {
 		t.Fatalf(`"c" moved to %d`, at)
 	}
 }
+
+func TestManyEdits(t *testing.T) {
+	b := []byte("abcdefghij")
+	var e Edits
+	for i := 9; i >= 0; i -= 2 { // five edits out of order, and one more: past the first four
+		e.Replace(i, i+1, strings.ToUpper(string(b[i])))
+	}
+	e.Replace(0, 0, "<")
+	if got := string(e.Apply(b)); got != "<aBcDeFgHiJ" || e.Len() != 6 || e.Moved(2) != 3 {
+		t.Fatalf("got %s, %d edits, c moved to %d", got, e.Len(), e.Moved(2))
+	}
+}
