@@ -8,9 +8,13 @@ import (
 )
 
 // reader walks one JSON document in a single pass, without building it: the caller reads
-// the members it wants where they are and skips the rest. It steps over strings and values
-// with rawjson's readers of checked text (the relay has checked the body already: checking
-// every byte again would cost about three times as much on prose), and it is lenient where
+// the members it wants where they are and skips the rest. It is a cursor rather than
+// rawjson's Object and Array readers because those step over each value before handing it
+// out, so reading messages through them would walk every message twice (once to step over
+// it, once to read it): on the 64 KiB bodies of BenchmarkParse, stepping over the body once
+// costs about a sixth of reading its prompt. It steps over strings and values with rawjson's
+// functions for checked text (the relay has checked the body: checking every byte again
+// would cost about twice as much on prose, 3.5 against 6.7 GB/s), and it is lenient where
 // leniency costs nothing (a missing comma). It never panics: on malformed input it sets bad
 // and every method becomes a no-op, so loops end.
 type reader struct {
