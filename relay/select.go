@@ -74,7 +74,7 @@ func (w *wish) read(req *Request, sessions *prefix.Sessions) {
 func selectionRules(sched *Scheduling, sessions *prefix.Sessions, prefixes *prefix.Index) []policy {
 	rules := []policy{preferred{}}
 	if sched.CacheAware {
-		bound := loadBound{slack: sched.AffinitySlack}
+		bound := newLoadBound(sched.AffinitySlack)
 		rules = append(rules, affinity{bound: bound},
 			prefixMatch{index: prefixes, bound: bound, minMatch: sched.PrefixMinMatch})
 	}
