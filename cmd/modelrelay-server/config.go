@@ -54,7 +54,7 @@ type Config struct {
 	Fallbacks              map[string][]string // model -> alternates in order; file only
 	Routing                string              // least_load or cache_aware (lowercased)
 	AffinityTTL            time.Duration       // a session returns to its last target for this long
-	AffinitySlack          int                 // ... while that target's load is at most the lowest + this
+	AffinitySlack          *int                // ... while that target's load is at most the lowest + this (nil: the relay's default)
 	PrefixMinMatch         float64             // share of a prompt's blocks a target must hold to win it
 	PrefixCacheEntries     int                 // block hashes remembered per target
 	PriorityAging          time.Duration       // a waiter's class rises one step per this much waiting
@@ -256,7 +256,6 @@ func defaultValues() map[string]any {
 		"slow_start":                     30 * time.Second,
 		"routing":                        "cache_aware",
 		"affinity_ttl":                   5 * time.Minute,
-		"affinity_slack":                 2,
 		"prefix_min_match":               0.3,
 		"prefix_cache_entries":           16384,
 		"priority_aging":                 10 * time.Second,

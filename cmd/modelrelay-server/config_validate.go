@@ -444,7 +444,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("slow_start", c.SlowStart),
 		slog.String("routing", c.Routing),
 		slog.Duration("affinity_ttl", c.AffinityTTL),
-		slog.Int("affinity_slack", c.AffinitySlack),
+		slog.String("affinity_slack", slackShown(c.AffinitySlack)),
 		slog.Float64("prefix_min_match", c.PrefixMinMatch),
 		slog.Int("prefix_cache_entries", c.PrefixCacheEntries),
 		slog.Duration("priority_aging", c.PriorityAging),
@@ -468,4 +468,12 @@ func urlShown(raw string) string {
 		return "set"
 	}
 	return u.Scheme + "://" + u.Host + u.Path
+}
+
+// slackShown is affinity_slack as logs show it: the number, or the rule that gives it.
+func slackShown(slack *int) string {
+	if slack == nil {
+		return "a quarter of max_concurrent, at least 2"
+	}
+	return strconv.Itoa(*slack)
 }
