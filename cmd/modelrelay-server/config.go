@@ -198,7 +198,8 @@ var settings = []setting{
 	{key: "demo", flag: "demo", env: "MODELRELAY_DEMO", boolean: true},
 }
 
-// routingPolicies are the values of `routing` (gateway.md section 3).
+// routingPolicies are the values of `routing`: least_load picks by load alone; cache_aware
+// also returns a session to its last target and a prompt to the target holding its prefix.
 var routingPolicies = []string{"least_load", "cache_aware"}
 
 // priorityClasses are the values of `max_client_priority`, highest first.

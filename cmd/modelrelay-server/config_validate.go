@@ -118,8 +118,9 @@ func (c Config) validateKeys(p *problems) {
 	}
 }
 
-// validateScheduling checks the placement and queue-order keys (gateway.md section 3).
-// Negative durations and integers were already refused by the decoder.
+// validateScheduling checks the placement and queue-order keys. Negative durations and
+// integers were already refused by the decoder; affinity_slack needs nothing more (any
+// value from 0 up is a slack).
 func (c Config) validateScheduling(p *problems) {
 	if !slices.Contains(routingPolicies, c.Routing) {
 		p.add("routing", "unknown policy %q (want least_load or cache_aware)", c.Routing)
