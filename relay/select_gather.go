@@ -27,9 +27,9 @@ func (c *candidates) gather(served []*member, avoid *member) {
 		l := m.load()
 		switch {
 		case len(least) == 0 || l < lowest:
-			lowest, least = l, append(least[:0], m)
+			lowest, least = l, append(least[:0], tied{m: m, seq: m.seq, weight: m.weight})
 		case l == lowest:
-			least = append(least, m)
+			least = append(least, tied{m: m, seq: m.seq, weight: m.weight})
 		}
 	}
 	c.least, c.lowest = least, lowest

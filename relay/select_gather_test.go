@@ -55,8 +55,8 @@ func TestGatherEligibleAndLeastLoaded(t *testing.T) {
 				}
 			}
 			got := gathered(served, avoid)
-			if ids(got.least) != c.least || got.lowest != c.lowest {
-				t.Errorf("least %q at %v, want %q at %v", ids(got.least), got.lowest, c.least, c.lowest)
+			if leastIDs(got.least) != c.least || got.lowest != c.lowest {
+				t.Errorf("least %q at %v, want %q at %v", leastIDs(got.least), got.lowest, c.least, c.lowest)
 			}
 			var out []*member
 			for _, m := range served {
@@ -75,7 +75,7 @@ func TestGatherEligibleAndLeastLoaded(t *testing.T) {
 func TestGatherReusesItsList(t *testing.T) {
 	c := gathered(numbered(worker("a", 4, 0, "m"), worker("b", 4, 0, "m")), nil)
 	c.gather(numbered(worker("c", 4, 1, "m")), nil)
-	if ids(c.least) != "c" || c.lowest != 1 {
-		t.Fatalf("least %q at %v, want c at 1", ids(c.least), c.lowest)
+	if leastIDs(c.least) != "c" || c.lowest != 1 {
+		t.Fatalf("least %q at %v, want c at 1", leastIDs(c.least), c.lowest)
 	}
 }

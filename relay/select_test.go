@@ -44,6 +44,15 @@ func ids(ms []*member) string {
 	return strings.Join(s, ",")
 }
 
+// leastIDs joins the ids of the least loaded.
+func leastIDs(least []tied) string {
+	var ms []*member
+	for _, e := range least {
+		ms = append(ms, e.m)
+	}
+	return ids(ms)
+}
+
 // cacheAwarePool is testPool with routing cache_aware and the scheduling defaults.
 func cacheAwarePool(members ...*member) *Pool {
 	cfg := testConfig()

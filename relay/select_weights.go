@@ -13,35 +13,36 @@ func (weights) pick(c *candidates) *member {
 		return nil
 	}
 	first, weight := least[0], least[0].weight
-	var after *member
+	var after tied
 	same := true
-	for _, m := range least {
-		if m.weight != weight {
+	for _, e := range least {
+		if e.weight != weight {
 			same = false
 		}
-		if m.seq < first.seq {
-			first = m
+		if e.seq < first.seq {
+			first = e
 		}
-		if m.seq > cursor && (after == nil || m.seq < after.seq) {
-			after = m
+		if e.seq > cursor && (after.m == nil || e.seq < after.seq) {
+			after = e
 		}
 	}
 	switch {
 	case !same || c.ramping:
 		return smoothWeighted(least)
-	case after != nil:
-		return after
+	case after.m != nil:
+		return after.m
 	}
-	return first
+	return first.m
 }
 
-// smoothWeighted is smooth weighted round robin over tied: each gains its weight now, the one
-// ahead is chosen and pays the total back. Its state (swrrCurrent) lives on the members, so
-// the sequence carries across requests.
-func smoothWeighted(tied []*member) *member {
+// smoothWeighted is smooth weighted round robin over the tied: each gains its weight now, the
+// one ahead is chosen and pays the total back. Its state (swrrCurrent) lives on the members,
+// so the sequence carries across requests.
+func smoothWeighted(least []tied) *member {
 	var chosen *member
 	var total float64
-	for _, m := range tied {
+	for _, e := range least {
+		m := e.m
 		w := m.weightNow()
 		total += w
 		m.swrrCurrent += w
