@@ -25,12 +25,15 @@ func (c *candidates) gather(served []*member, avoid *member) {
 			continue
 		}
 		l := m.load()
-		switch {
-		case len(least) == 0 || l < lowest:
-			lowest, least = l, append(least[:0], tied{m: m, seq: m.seq, weight: m.weight})
-		case l == lowest:
-			least = append(least, tied{m: m, seq: m.seq, weight: m.weight})
+		if len(least) > 0 {
+			if l > lowest {
+				continue
+			}
+			if l < lowest {
+				least = least[:0]
+			}
 		}
+		lowest, least = l, append(least, tied{m: m, seq: m.seq, weight: m.weight})
 	}
 	c.least, c.lowest = least, lowest
 }
