@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"fmt"
 	"testing"
 
 	"modelrelay/relay/prefix"
@@ -34,7 +35,7 @@ func TestPrefixMatch(t *testing.T) {
 			index := prefix.NewIndex(1024)
 			var served []*member
 			for i, l := range c.loads {
-				served = append(served, worker("w"+string(rune('1'+i)), 4, l, "m"))
+				served = append(served, worker(fmt.Sprint("w", i+1), 4, l, "m"))
 			}
 			served = numbered(served...)
 			for i, n := range c.held {
