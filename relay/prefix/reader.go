@@ -147,6 +147,11 @@ func fieldValue(v []byte, name string) []byte {
 // appendUnescaped appends the JSON string content s, unescaped, to dst, stopping near limit.
 // With requote it escapes '"' and '\' again (and nothing else): the canonical form of a
 // string inside JSON text. What is not an escape JSON has is kept as sent.
+//
+// It decodes the escapes of two bytes itself, and leaves only \u escapes to rawjson.Unescape:
+// prompts escape every newline, tab and quote (source code in tool results, an escape every
+// ten bytes or so), and a call for each of them made BenchmarkParse/anthropic/64KB run 2.4%
+// more instructions (679k against 663k a parse, counted by callgrind).
 func appendUnescaped(dst, s []byte, requote bool, limit int) []byte {
 	if len(s) <= shortString && len(s) <= limit-len(dst) && !hasBackslash(s) {
 		return append(dst, s...)
@@ -158,25 +163,43 @@ func appendUnescaped(dst, s []byte, requote bool, limit int) []byte {
 		}
 		dst = append(dst, s[:min(k, limit-len(dst))]...)
 		s = s[k:]
-		if len(s) == 0 {
-			return dst
+		if len(s) < 2 {
+			return append(dst, s...)
 		}
-		r, n := rawjson.Unescape(s)
-		switch {
-		case n == 0:
-			n = min(2, len(s))
-			dst = append(dst, s[:n]...)
-		case r == '"' || r == '\\':
+		esc, c := s, s[1]
+		s = s[2:]
+		switch c {
+		case '"', '\\':
 			if requote {
 				dst = append(dst, '\\')
 			}
-			dst = append(dst, byte(r))
-		case r < utf8.RuneSelf:
-			dst = append(dst, byte(r))
-		default:
+			dst = append(dst, c)
+		case '/':
+			dst = append(dst, '/')
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, n := rawjson.Unescape(esc)
+			if n == 0 {
+				dst = append(dst, '\\', 'u')
+				break
+			}
+			if requote && (r == '"' || r == '\\') {
+				dst = append(dst, '\\')
+			}
 			dst = utf8.AppendRune(dst, r)
+			s = esc[n:]
+		default:
+			dst = append(dst, '\\', c)
 		}
-		s = s[n:]
 	}
 	return dst
 }

@@ -165,7 +165,7 @@ func SkipString(b []byte, i int) (int, bool) {
 		case '"':
 			return i + 1, true
 		case '\\':
-			if i+1 < len(b) && shortEscape[b[i+1]] {
+			if i+1 < len(b) && shortUnescaped[b[i+1]] != 0 {
 				i += 2
 				continue
 			}
@@ -179,9 +179,6 @@ func SkipString(b []byte, i int) (int, bool) {
 		return 0, false // a control character, or an escape JSON does not have
 	}
 }
-
-// shortEscape holds the bytes that follow a backslash in an escape of two bytes.
-var shortEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
 
 // special marks, in the high bit of each byte, the bytes of x (eight bytes of a string, the
 // first one lowest) that end a run of plain ones: a quote, a backslash or a control

@@ -15,41 +15,32 @@ import (
 // for (a surrogate pair of \u escapes is one rune; a lone surrogate is U+FFFD) and how many
 // bytes of s it takes; n is 0 when s does not start with an escape JSON has.
 func Unescape(s []byte) (r rune, n int) {
-	if len(s) < 2 || s[0] != '\\' {
+	if len(s) > 1 && s[0] == '\\' && shortUnescaped[s[1]] != 0 {
+		return rune(shortUnescaped[s[1]]), 2
+	}
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
 		return 0, 0
 	}
-	switch c := s[1]; c {
-	case '"', '\\', '/':
-		return rune(c), 2
-	case 'b':
-		return '\b', 2
-	case 'f':
-		return '\f', 2
-	case 'n':
-		return '\n', 2
-	case 'r':
-		return '\r', 2
-	case 't':
-		return '\t', 2
-	case 'u':
-		r, ok := hex4(s[2:])
-		if !ok {
-			return 0, 0
-		}
-		if !utf16.IsSurrogate(r) {
-			return r, 6
-		}
-		if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
-			if r2, ok := hex4(s[8:]); ok {
-				if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
-					return pair, 12
-				}
+	r, ok := hex4(s[2:])
+	if !ok {
+		return 0, 0
+	}
+	if !utf16.IsSurrogate(r) {
+		return r, 6
+	}
+	if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+		if r2, ok := hex4(s[8:]); ok {
+			if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
+				return pair, 12
 			}
 		}
-		return utf8.RuneError, 6
 	}
-	return 0, 0
+	return utf8.RuneError, 6
 }
+
+// shortUnescaped is what a backslash followed by the index byte stands for, in the escapes
+// of two bytes (\n, \", ...); 0 for any other byte.
+var shortUnescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 // AppendUnescaped appends the text of a string's raw content s (what lies between its quotes),
 // decoded. What is not an escape JSON has (only in text that is not JSON) is kept as written.
@@ -61,6 +52,11 @@ func AppendUnescaped(dst, s []byte) []byte {
 		}
 		dst = append(dst, s[:k]...)
 		s = s[k:]
+		if len(s) > 1 && shortUnescaped[s[1]] != 0 {
+			dst = append(dst, shortUnescaped[s[1]])
+			s = s[2:]
+			continue
+		}
 		r, n := Unescape(s)
 		switch {
 		case n == 0:
@@ -99,17 +95,37 @@ func String(s []byte) string {
 }
 
 // KeyIs reports whether the member name key (as written, quotes included) decodes to name:
-// "stream\u005foptions" is stream_options to a decoder, so it is here.
+// "stream\u005foptions" is stream_options to a decoder, so it is here. It decodes as it
+// compares, and stops at the first difference.
 func KeyIs(key []byte, name string) bool {
 	in := Inner(key)
 	if string(in) == name {
 		return true
 	}
-	if bytes.IndexByte(in, '\\') < 0 {
+	if len(in) < len(name) { // an escape is never shorter than what it stands for
 		return false
 	}
-	var buf [64]byte
-	return len(name) <= len(buf) && string(AppendUnescaped(buf[:0], in)) == name
+	var buf [utf8.UTFMax]byte
+	j := 0
+	for i := 0; i < len(in); {
+		if in[i] != '\\' {
+			if j >= len(name) || name[j] != in[i] {
+				return false
+			}
+			i, j = i+1, j+1
+			continue
+		}
+		r, n := Unescape(in[i:])
+		if n == 0 {
+			return false
+		}
+		enc := buf[:utf8.EncodeRune(buf[:], r)]
+		if len(name)-j < len(enc) || name[j:j+len(enc)] != string(enc) {
+			return false
+		}
+		i, j = i+n, j+len(enc)
+	}
+	return j == len(name)
 }
 
 // FieldIs reports whether the member name key (as written, quotes included) names field as
