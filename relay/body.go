@@ -12,10 +12,6 @@ import (
 	"modelrelay/relay/usage"
 )
 
-func badRequest(msg string) *relayError {
-	return &relayError{status: http.StatusBadRequest, message: msg}
-}
-
 // bodyView is the one read of a client's inference body (parseInference): what the relay
 // decides by, and where the members that later stages read or change lie, as offsets into
 // the body. No later stage walks the body's top level again: placement reads its prompt
@@ -60,8 +56,42 @@ func parseInference(body []byte) (bodyView, error) {
 		}
 		return bodyView{}, badRequest("request body is not valid JSON")
 	}
+	v, own, err := readTop(body, open)
+	if err != nil {
+		return bodyView{}, err
+	}
+	if v.Model = rawjson.String(own.model); v.Model == "" {
+		if len(own.model) > 0 && own.model[0] != '"' && string(own.model) != "null" {
+			return bodyView{}, badRequest("model must be a string")
+		}
+		return bodyView{}, badRequest("model is required")
+	}
+	switch string(own.stream) {
+	case "", "null", "false":
+	case "true":
+		v.Stream = true
+	default:
+		return bodyView{}, badRequest("stream must be a boolean")
+	}
+	if len(own.options) > 0 {
+		o, err := parsePoolOptions(own.options)
+		if err != nil {
+			return bodyView{}, err
+		}
+		v.options = o
+	}
+	return v, nil
+}
+
+// ownMembers are the values of the relay's own members, as sent (nil: not sent).
+type ownMembers struct{ model, stream, options []byte }
+
+// readTop walks the top level of the object whose brace is body[open], checking every value,
+// and notes where the members later stages need lie. A body that is not JSON is refused as
+// such before a member named twice or one too many.
+func readTop(body []byte, open int) (bodyView, ownMembers, error) {
 	v := bodyView{usage: usage.NewTop(open)}
-	var model, stream, options []byte
+	var own ownMembers
 	var names memberNames
 	var refused error
 	prevEnd, cutToNext := -1, false
@@ -82,12 +112,12 @@ func parseInference(body []byte) (bodyView, error) {
 		var field string
 		switch {
 		case rawjson.FieldIs(m.Key, "model"):
-			field, seen, model = "model", model, body[m.Value:m.End]
+			field, seen, own.model = "model", own.model, body[m.Value:m.End]
 			v.model = span{m.Start, m.End}
 		case rawjson.FieldIs(m.Key, "stream"):
-			field, seen, stream = "stream", stream, body[m.Value:m.End]
+			field, seen, own.stream = "stream", own.stream, body[m.Value:m.End]
 		case rawjson.FieldIs(m.Key, "x_pool_options"):
-			field, seen, options = "x_pool_options", options, body[m.Value:m.End]
+			field, seen, own.options = "x_pool_options", own.options, body[m.Value:m.End]
 			// The separator before it goes too; the first member takes the one after it.
 			if prevEnd >= 0 {
 				v.cut = span{prevEnd, m.End}
@@ -107,32 +137,16 @@ func parseInference(body []byte) (bodyView, error) {
 		prevEnd = m.End
 	}
 	if end := o.End(); end < 0 || rawjson.SkipSpace(body, end) != len(body) {
-		return bodyView{}, badRequest("request body is not valid JSON")
+		return bodyView{}, ownMembers{}, badRequest("request body is not valid JSON")
 	}
 	if refused != nil {
-		return bodyView{}, refused
+		return bodyView{}, ownMembers{}, refused
 	}
-	if v.Model = rawjson.String(model); v.Model == "" {
-		if len(model) > 0 && model[0] != '"' && string(model) != "null" {
-			return bodyView{}, badRequest("model must be a string")
-		}
-		return bodyView{}, badRequest("model is required")
-	}
-	switch string(stream) {
-	case "", "null", "false":
-	case "true":
-		v.Stream = true
-	default:
-		return bodyView{}, badRequest("stream must be a boolean")
-	}
-	if len(options) > 0 {
-		o, err := parsePoolOptions(options)
-		if err != nil {
-			return bodyView{}, err
-		}
-		v.options = o
-	}
-	return v, nil
+	return v, own, nil
+}
+
+func badRequest(msg string) *relayError {
+	return &relayError{status: http.StatusBadRequest, message: msg}
 }
 
 // maxTopMembers bounds the top-level members of an inference body. A request of any of the
