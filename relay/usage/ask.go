@@ -13,7 +13,7 @@ import "modelrelay/relay/rawjson"
 // edited. A stream_options that is not an object (null, say) is replaced by
 // {"include_usage":true}.
 func AskForUsage(body []byte) (out []byte, asked bool) {
-	top, ok := ReadTop(body)
+	top, ok := readTop(body)
 	if !ok {
 		return body, true
 	}
@@ -36,15 +36,15 @@ func NewTop(open int) Top { return Top{Open: open, LastEnd: -1} }
 
 // Add notes the object's next member m, read in order.
 func (t *Top) Add(m *rawjson.Member) {
-	if IsStreamOptions(m.Key) {
+	if isStreamOptions(m.Key) {
 		t.Options = *m
 	}
 	t.LastEnd = m.End
 }
 
-// ReadTop reads the top level of body, checking it; ok is false when body is not one JSON
+// readTop reads the top level of body, checking it; ok is false when body is not one JSON
 // object.
-func ReadTop(body []byte) (top Top, ok bool) {
+func readTop(body []byte) (top Top, ok bool) {
 	top = NewTop(rawjson.SkipSpace(body, 0))
 	o := rawjson.ObjectAt(body, top.Open, rawjson.Unchecked)
 	var m rawjson.Member
@@ -55,9 +55,9 @@ func ReadTop(body []byte) (top Top, ok bool) {
 	return top, end >= 0 && rawjson.SkipSpace(body, end) == len(body)
 }
 
-// IsStreamOptions reports whether a member name, as written, is stream_options: as a decoder
+// isStreamOptions reports whether a member name, as written, is stream_options: as a decoder
 // reads it, escapes decoded ("stream\u005foptions" is stream_options to a model server).
-func IsStreamOptions(key []byte) bool { return rawjson.KeyIs(key, "stream_options") }
+func isStreamOptions(key []byte) bool { return rawjson.KeyIs(key, "stream_options") }
 
 // Ask adds to e the edits that make body, a checked JSON object whose top level is top, ask
 // for usage, or reports that it asks already (asked; then it adds none).

@@ -96,7 +96,7 @@ func FuzzAskForUsage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, _ := AskForUsage(body)
 		checkAsked(t, body, out)
-		_, ok := ReadTop(body)
+		_, ok := readTop(body)
 		isObj := json.Valid(body) && bytes.TrimLeft(body, " \t\r\n")[0] == '{'
 		if ok != isObj {
 			t.Fatalf("%q: the scanner says object %v, encoding/json %v", body, ok, isObj)
