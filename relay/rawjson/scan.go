@@ -5,13 +5,11 @@ import (
 	"math/bits"
 )
 
-// This file is the relay's one JSON scanner: every reader of JSON bytes in the relay (the
-// first read of a client's body, its edits, the prompt reader of cache-aware placement, the
-// request translation, the usage reader of answers) steps over JSON text with these. They
-// check the grammar of RFC 8259 as encoding/json does (json.Valid and Valid agree on every
-// input), so one walk of a client's body is also its validation. They trust nothing: on
-// anything that is not JSON they report false, never panic; they allocate nothing. Invalid
-// UTF-8 inside a string is JSON to them, as to encoding/json: whoever needs UTF-8 checks it.
+// These step over JSON text checking it: the grammar of RFC 8259 as encoding/json reads it
+// (json.Valid and Valid agree on every input), so one walk of a client's body is also its
+// validation. They trust nothing: on anything that is not JSON they report false, never
+// panic; they allocate nothing. Invalid UTF-8 inside a string is JSON to them, as to
+// encoding/json: whoever needs UTF-8 checks it.
 
 // MaxDepth bounds the nesting of arrays and objects, as encoding/json does: deeper text is not
 // valid, so that no input can exhaust the stack.
