@@ -369,11 +369,13 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 // answer writes a failure the relay answers itself, in the pool's own words where it has them.
 func (s *Server) answer(ctx context.Context, pool *Pool, out *responder, err error) {
 	err = s.answerFor(ctx, err)
-	if pool == nil {
-		out.fail(err)
-		return
+	if pool != nil && !out.started {
+		if own := pool.ownAnswer(err); own != nil {
+			out.answerWith(own)
+			return
+		}
 	}
-	pool.fail(out, err)
+	out.fail(err)
 }
 
 // noPool reports whether err says no pool serves the model.

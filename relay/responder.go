@@ -371,6 +371,15 @@ func (o *responder) fail(err error) {
 	writeError(o.w, o.dialect, re)
 }
 
+// answerWith answers with a handler of the control plane's own (a pool's answer to a failure
+// it defines), recording the status it wrote.
+func (o *responder) answerWith(answer func(http.ResponseWriter)) {
+	o.started = true
+	rec := statusRecorder{ResponseWriter: o.w}
+	answer(&rec)
+	o.status = rec.status
+}
+
 // end cuts short an answer the client has started reading: a stream ends with an error event,
 // any other body is torn.
 func (o *responder) end(message, code string) {
