@@ -10,7 +10,7 @@ import (
 
 // This file joins the relay to package translate: which routes have a counterpart in the other
 // API family, how a request is dressed for a target of that family, and how the answer is
-// turned back into the client's family on its way out (see the responder's conv).
+// turned back into the client's family on its way out (through the translate sink).
 
 // route is an inference path that translation knows.
 type route uint8
