@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Spec backoff for registration retries and resubscription: 1 s doubling to 30 s.
+// Backoff for registration retries and resubscription: 1 s doubling to 30 s.
 const (
 	defaultMinBackoff = time.Second
 	defaultMaxBackoff = 30 * time.Second

@@ -11,7 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Marker lifetimes the coordinator's statistics expect (spec section 5).
+// Marker lifetimes the coordinator's statistics expect: a circuit's and a session's last
+// access are kept two days, a circuit's request count an hour.
 const (
 	lastAccessTTL   = 48 * time.Hour
 	requestCountTTL = time.Hour

@@ -17,7 +17,7 @@ import (
 // promises that). The reconcile package provides it.
 type ApplyFunc func(ctx context.Context, circuits []protocol.Circuit) error
 
-// Config wires a Worker. Zero durations get the spec defaults.
+// Config wires a Worker. Zero durations get the defaults given with each.
 type Config struct {
 	Registration protocol.WorkerRegistration
 	Coordinator  *Coordinator

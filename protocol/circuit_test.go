@@ -69,7 +69,8 @@ func TestDecodeCircuitListFixture(t *testing.T) {
 	if !cs[0].Serveable() || cs[0].Host() != "llama-abc123" {
 		t.Fatalf("fixture circuit should be serveable at llama-abc123")
 	}
-	// The fixture README promises a 783-byte compact list; the circuits events embed exactly it.
+	// The fixtures' README (testdata/appproxy/README.md) promises a 783-byte compact list; the
+	// circuits events embed exactly it.
 	var list struct{ Circuits json.RawMessage }
 	if err := json.Unmarshal(readFixture(t, "circuits.json"), &list); err != nil {
 		t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// CleanModels applies the registration rule for model names (relay.md section 1): trim each,
-// drop empty ones and exact duplicates, keeping the first-seen order.
+// CleanModels applies the registration rule for model names: trim each, drop empty ones and
+// exact duplicates, keeping the first-seen order.
 func CleanModels(models []string) []string {
 	out := make([]string, 0, len(models))
 	seen := make(map[string]bool, len(models))
@@ -23,8 +23,8 @@ func CleanModels(models []string) []string {
 	return out
 }
 
-// ModelList is the OpenAI model list: what GET /v1/models answers (relay.md section 2), and
-// what the relay and the worker daemon read from a backend to discover its model ids.
+// ModelList is the OpenAI model list: what GET /v1/models answers, and what the relay and the
+// worker daemon read from a backend to discover its model ids.
 type ModelList struct {
 	Object string  `json:"object"`
 	Data   []Model `json:"data"`

@@ -13,7 +13,7 @@ import (
 	"modelrelay/relay"
 )
 
-// The access log (issue 17): one INFO "request" line per inference and pass-through request,
+// The access log: one INFO "request" line per inference and pass-through request,
 // served or refused, with snake_case attributes, durations as millisecond numbers, tokens when
 // the answer reported them, and nothing a client could use to get in or said in its body.
 

@@ -18,20 +18,6 @@ import (
 // sink_tap.go), charged to the client's key and its limits, written to the usage ledger,
 // observed in the OpenTelemetry GenAI metrics, and written to the access log.
 
-// operation is the GenAI operation name of an inference path; "" for a path that generates
-// nothing (count_tokens), whose answers are neither accounted nor observed.
-func operation(path string) string {
-	switch path {
-	case "/v1/chat/completions", "/v1/messages", "/v1/responses":
-		return "chat"
-	case "/v1/completions":
-		return "text_completion"
-	case "/v1/embeddings":
-		return "embeddings"
-	}
-	return ""
-}
-
 // genAI are the OpenTelemetry GenAI semantic-convention metrics, named as the Prometheus
 // exporter renders them so that community dashboards read them unchanged.
 type genAI struct {
@@ -113,9 +99,10 @@ var taps = sync.Pool{New: func() any { return new(usage.Tap) }}
 
 // account charges what an answered request used: to its key's token limit and the usage
 // ledger (for the model that served it, after any fallback), and to the GenAI metrics (for
-// the model asked). Only successful answers of generating routes count.
+// the model asked). Only successful answers of generating calls (those with a GenAI operation)
+// count.
 func (s *Server) account(ctx context.Context, req *Request, key *keys.Key, asked string, out *answer) {
-	op := operation(req.nativePath())
+	op := req.endpoint.Operation
 	if op == "" || !success(out.client.status) {
 		return
 	}

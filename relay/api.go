@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/endpoint"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/prefix"
 	"modelrelay/relay/usage"
@@ -84,8 +85,9 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	}
 	req := s.newRequest(r, d, arrival)
 	req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
-	req.route = routeOf(r.URL.Path)
+	req.endpoint, _ = endpoint.For(r.URL.Path)
 	req.dispatched = br.release
+	defer req.dropForeign()
 	x.id, x.model, x.stream = req.ID, f.Model, f.Stream
 	if err == nil {
 		err = s.wishes(req, r, f.options, key)
@@ -120,14 +122,14 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	if f.options != nil {
 		out.addMeta()
 	}
-	if operation(r.URL.Path) != "" {
+	if req.endpoint.Usage {
 		tap := taps.Get().(*usage.Tap)
 		defer taps.Put(tap)
 		// An OpenAI stream reports usage only when asked. For a key's accounting the relay
 		// asks, and takes the usage chunk out again for a client that did not; without keys
 		// the body goes as the client sent it (the metrics count what streams report).
 		clientAsked := true
-		if key != nil && req.Streaming && (req.route == routeChat || r.URL.Path == "/v1/completions") {
+		if key != nil && req.Streaming && req.endpoint.AskUsage {
 			req.Body, clientAsked = usage.AskForUsage(req.Body)
 			req.askedUsage = !clientAsked
 		}
@@ -145,10 +147,10 @@ var (
 	parsers = sync.Pool{New: func() any { return new(prefix.Parser) }}
 )
 
-// wishes reads what the request asks of scheduling (gateway.md section 3): its priority
-// (x_pool_options, else the x-modelrelay-priority header, else its key's default; never above
-// its ceiling), a preferred target, its latency bound, and for cache-aware routing its session
-// key and prompt blocks.
+// wishes reads what the request asks of scheduling: its priority (x_pool_options, else the
+// x-modelrelay-priority header, else its key's default; never above its ceiling), a preferred
+// target, its latency bound, and for cache-aware routing (on calls that carry a prompt) its
+// session key and prompt blocks.
 func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys.Key) error {
 	name := r.Header.Get("X-Modelrelay-Priority")
 	if o != nil {
@@ -174,7 +176,7 @@ func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys
 			"served_as", priorityNames[p], "key_id", keyID)
 	}
 	req.priority = p
-	if !s.opts.Scheduling.CacheAware || req.route == routeCountTokens || req.route == routeOther && !promptPath(r.URL.Path) {
+	if !s.opts.Scheduling.CacheAware || !req.endpoint.Prompt {
 		return nil
 	}
 	req.prompt = prompts.Get().(*prefix.Prompt)
@@ -188,11 +190,6 @@ func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys
 		req.prompt.Session = key
 	}
 	return nil
-}
-
-// promptPath says whether an OpenAI path other than chat carries a prompt worth placing by.
-func promptPath(path string) bool {
-	return path == "/v1/completions" || path == "/v1/responses"
 }
 
 // walk is the models a request may be served by, in order: the asked one, then its chain,
@@ -488,7 +485,8 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *answer,
 		}
 		var re *relayError
 		clientFault := errors.As(err, &re) && re.status < 500
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) && !errors.Is(err, errHeld) && !clientFault {
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) && !errors.Is(err, errHeld) && !clientFault &&
+			!errors.Is(err, errBodyBudget) {
 			s.log.Warn("request failed", "request_id", req.ID, "pool", pool.name, "target", m.id, "err", err)
 		}
 		return err
@@ -507,7 +505,7 @@ func (s *Server) serveOn(ctx context.Context, req *Request, pool *Pool, m *membe
 // the target refuses as the wrong family is replayed translated on the same target, holding the
 // same slot: that is no failure and no requeue.
 func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answer, release func(outcome)) error {
-	p := m.speech.plan(req.Dialect, req.route, time.Now())
+	p := m.speech.plan(req.Dialect, req.endpoint.Route, time.Now())
 	conv, err := s.prepare(req, p == planTranslate)
 	if err != nil {
 		release(outcomeNone)
@@ -533,7 +531,7 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answ
 		}
 	}
 	probe := attemptPlan{probing: true, keepFailures: keep}
-	if req.route != routeCountTokens {
+	if req.endpoint.Route != endpoint.RouteCountTokens {
 		probe.learn = m.speech
 	}
 	sink := out.compose(probe)
@@ -543,7 +541,7 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answ
 		drop(outcomeNone)
 		return out.settle(sink, nil, err)
 	}
-	if req.route != routeCountTokens {
+	if req.endpoint.Route != endpoint.RouteCountTokens {
 		m.speech.heardRefuses(req.Dialect, time.Now())
 	}
 	s.log.Debug("target refused the route's API family; replaying translated", "request_id", req.ID,
@@ -554,7 +552,7 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answ
 	}
 	sink = out.compose(attemptPlan{conv: conv, keepFailures: keep})
 	err = m.target.serve(ctx, req, call{out: sink, release: drop})
-	if err == nil && req.route != routeCountTokens && conv.refused() {
+	if err == nil && req.endpoint.Route != endpoint.RouteCountTokens && conv.refused() {
 		// Refused in both families: the refusal was about the request (an unknown model, say),
 		// not the family. The client gets the target's own first answer.
 		m.speech.forget(req.Dialect)

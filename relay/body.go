@@ -23,8 +23,9 @@ type inferenceFields struct {
 	options *poolOptions // x_pool_options, when the body has it (even null)
 }
 
-// poolOptions are what a pool-aware client asks of the relay in x_pool_options (gateway.md
-// sections 2 and 3). Unknown keys are ignored; the object never reaches a target.
+// poolOptions are what a pool-aware client asks of the relay in x_pool_options: its own
+// fallback chain, and what scheduling should do for it. Unknown keys are ignored; the object
+// never reaches a target.
 type poolOptions struct {
 	fallbacks  []string      // replaces the configured chain (nil = keep it)
 	maxLatency time.Duration // refuse rather than queue longer (0 = any wait)

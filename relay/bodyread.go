@@ -14,13 +14,14 @@ import (
 // Body reading is where a client holds the relay's memory before any target is involved, so
 // it is bounded three ways: in size (max_body_bytes, 413), in time (body_read_timeout and a
 // minimum rate, 408) and in total (body_budget_bytes across every body not yet dispatched,
-// 503). The announced Content-Length is never trusted for an allocation.
+// and every translated body for the life of its request: see chargedForeignWire; 503). The
+// announced Content-Length is never trusted for an allocation.
 
 // BodyLimits bound request-body reading. Zero values take the defaults.
 type BodyLimits struct {
 	ReadTimeout time.Duration // whole body within this (30 s)
 	MinRate     int64         // bytes/s after MinRateGrace; 0 = default 4 KiB/s, <0 = off
-	Budget      int64         // bytes held in bodies not yet dispatched, server-wide (256 MiB)
+	Budget      int64         // bytes held in bodies not yet dispatched and in translated ones, server-wide (256 MiB)
 }
 
 // minRateGrace is how long a body may take before the minimum rate applies: a client on a
@@ -49,7 +50,8 @@ func (l *BodyLimits) fill() {
 	}
 }
 
-// bodyBudget counts the bytes held in request bodies that no target has taken yet.
+// bodyBudget counts the bytes held in request bodies that no target has taken yet, and in
+// translated bodies.
 type bodyBudget struct {
 	limit int64
 	held  atomic.Int64
@@ -134,6 +136,11 @@ func (b *bodyReader) read() ([]byte, error) {
 		}
 		if len(buf) == cap(buf) {
 			grown := min(2*int64(cap(buf)), b.max+1)
+			if b.r.ContentLength >= 0 {
+				// Growth stops at the announced length (net/http reads no further): only a
+				// smaller buffer, never a larger one, on the client's word.
+				grown = min(grown, b.r.ContentLength+1)
+			}
 			if !b.budget.take(grown - int64(cap(buf))) {
 				return nil, errBodyBudget
 			}

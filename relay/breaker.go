@@ -6,9 +6,9 @@ import "time"
 type outcome uint8
 
 const (
-	outcomeNone    outcome = iota // says nothing: the client left, or a 429 (a busy target is a live one)
+	outcomeNone    outcome = iota // says nothing: the client left, the relay gave up, or a 429 (a busy target is a live one)
 	outcomeOK                     // the target answered (any status but 429 and 5xx)
-	outcomeFailed                 // a 5xx, a timeout, or a broken call before the first byte
+	outcomeFailed                 // a 5xx, no answer to a whole request in time, or a broken call before the first byte
 	outcomeRefused                // the connection was refused: the target is not there at all
 )
 
@@ -31,8 +31,8 @@ func (s breakerState) String() string {
 	return "closed"
 }
 
-// refusalsToOpen is the passive half of replica health (appproxy.md section 4): this many
-// refused connections in a row open the breaker whatever its failure threshold.
+// refusalsToOpen is the passive half of replica health, as Backend.AI's AppProxy counts it:
+// this many refused connections in a row open the breaker whatever its failure threshold.
 const refusalsToOpen = 3
 
 // breaker is the health of one static backend or circuit replica: the one state machine that

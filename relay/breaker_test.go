@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The breaker of gateway.md section 2: 5 failures open it; open 5 s, then one trial; a failed
+// The breaker of each static backend and replica: 5 failures open it; open 5 s, then one trial; a failed
 // trial doubles the cool-down up to 60 s; a good one closes it and resets the cool-down; a 429
 // counts for nothing.
 func TestBreakerStateMachine(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"modelrelay/relay/keys"
 )
 
-// This file is the auth and admission stages of client API keys (gateway.md section 4): who
-// the client is, and whether its key lets this request in now.
+// This file is the auth and admission stages of client API keys: who the client is, and
+// whether its key lets this request in now.
 
 // errKeyStoreDown answers a key the cache does not hold while the store cannot be reached:
 // fail closed, and say so.
@@ -119,7 +119,7 @@ func writeAuthError(w http.ResponseWriter, d Dialect, message string) {
 	var body []byte
 	if d == Anthropic {
 		body, _ = json.Marshal(map[string]any{"type": "error",
-			"error": map[string]string{"type": "authentication_error", "message": message}})
+			"error": map[string]string{"type": d.ErrorType(http.StatusUnauthorized), "message": message}})
 	} else {
 		body, _ = json.Marshal(map[string]any{"error": map[string]string{"type": "auth_error", "message": message}})
 	}

@@ -367,7 +367,8 @@ var routes = []route{
 	{"anthropic", "/v1/messages", true},
 }
 
-// wantErrorType is the spec's table of error types by dialect and status.
+// wantErrorType is the error type clients of each dialect read for each status the relay
+// answers itself, written out independently of the relay's table.
 func (r route) wantErrorType(status int) string {
 	if r.anthropic {
 		switch status {
@@ -397,7 +398,7 @@ func (r route) wantErrorType(status int) string {
 	return "?"
 }
 
-// wantErrorCode is the OpenAI code the spec names for a status ("" = none named).
+// wantErrorCode is the OpenAI code the relay gives a status ("" = none).
 func wantErrorCode(status int) string {
 	switch status {
 	case 404:

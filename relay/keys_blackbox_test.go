@@ -17,7 +17,7 @@ import (
 	"modelrelay/relay"
 )
 
-// Client API keys (gateway.md section 4), on the in-memory store: the Rust contract, the
+// Client API keys, on the in-memory store: the Rust server's contract, the
 // limits, the key's priority, and usage read from the answers.
 
 // usageBackend is an OpenAI- and Anthropic-speaking backend that reports usage the way real
@@ -435,6 +435,28 @@ func TestUsageIsReadFromEveryKindOfAnswer(t *testing.T) {
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s\n%s", want, grepLines(metrics, "gen_ai"))
+		}
+	}
+}
+
+// A query string (Azure-style clients send ?api-version=) does not make a call free: the call
+// is the path's, and its usage is charged to the key all the same.
+func TestUsageIsChargedWhateverTheQueryString(t *testing.T) {
+	ts, _ := keyedRelay(t, relay.Options{}, "json", "anthropic")
+	k := createKey(t, ts, "")
+	secret, id := k["secret"].(string), k["id"].(string)
+	for path, body := range map[string]string{
+		"/v1/chat/completions?api-version=2024-06-01": chatBody("json", false),
+		"/v1/messages?beta=true":                      anthropicBody("anthropic", true),
+	} {
+		if r := callWith(t, ts, path, keyHeader(secret), body); r.resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, r.resp.StatusCode, r.body)
+		}
+	}
+	got := usageOf(t, ts, id)
+	for _, model := range []string{"json", "anthropic"} {
+		if row := got[model]; row == nil || row["requests"] != 1.0 || row["input_tokens"] != float64(backendIn) {
+			t.Errorf("usage of %s = %v, want 1 request, %d in", model, row, backendIn)
 		}
 	}
 }

@@ -86,7 +86,7 @@ func newMetrics(s *Server) *metrics {
 	}
 	bodiesHeld := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "modelrelay_request_body_bytes_held",
-		Help: "Bytes held in request bodies not yet handed to a target (bounded by body_budget_bytes).",
+		Help: "Bytes held in request bodies not yet handed to a target and in translated bodies (bounded by body_budget_bytes).",
 	}, func() float64 { return float64(s.bodyBudget.held.Load()) })
 	usagePending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "modelrelay_usage_pending_rows",

@@ -12,7 +12,7 @@ import (
 	"modelrelay/relay"
 )
 
-// The metrics issue 17 adds to the relay's registry: the queue-wait histogram, the model label
+// Metrics of the relay's registry, each tested alone: the queue-wait histogram, the model label
 // of the fallback counter (bounded: an unknown name counts as other), and reason and kind
 // counters that start at zero. The full reference (every family, with AppProxy mode's) is
 // generated and checked in cmd/modelrelay-server (metrics_reference_e2e_test.go).

@@ -158,8 +158,8 @@ func (p *Pool) pickLocked(model string, avoid *member, req *Request) (chosen *me
 	return first, true
 }
 
-// placeLocked is the part of selection that reads the request beyond its model (gateway.md
-// section 3), or nil for plain least-load: the preferred target whenever it has room; else,
+// placeLocked is the part of selection that reads the request beyond its model (its preferred
+// target, session and prompt), or nil for plain least-load: the preferred target whenever it has room; else,
 // among targets whose load is within affinity_slack of the lowest, the session's last target;
 // else, for a request without a session or with a new one, the target holding the longest
 // prefix of its prompt when that covers at least prefix_min_match of the prompt's blocks

@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// priority is a waiting request's class: high before normal before low (gateway.md section 3).
+// priority is a waiting request's class: high before normal before low, first come first
+// served within a class.
 type priority uint8
 
 const (

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"modelrelay/relay/endpoint"
 	"modelrelay/relay/prefix"
 )
 
@@ -35,10 +36,10 @@ type Request struct {
 	stream       *streamedBody // pass-through: the client's body, streamed instead of Body
 	streamLength int64         // its announced length (-1 unknown)
 
-	// Translation (see convert.go): the route's counterpart in the other family, the request
-	// as the client sent it and as a target of the other family receives it (built on first
-	// need).
-	route      route
+	// endpoint is the inference call the client made (the zero Endpoint for a pass-through).
+	endpoint endpoint.Endpoint
+	// Translation (see convert.go): the request as the client sent it and as a target of the
+	// other family receives it (built on first need).
 	native     *wire
 	foreign    *wire
 	translated bool // req is dressed as foreign
@@ -68,7 +69,8 @@ type Request struct {
 func (req *Request) retarget(model string) error {
 	if req.native != nil {
 		req.Path, req.Body, req.Header = req.native.path, req.native.body, req.native.header
-		req.native, req.foreign, req.translated = nil, nil, false
+		req.dropForeign()
+		req.native, req.translated = nil, false
 	}
 	body, err := rewriteObject(req.Body, model)
 	if err != nil {

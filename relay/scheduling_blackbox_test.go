@@ -1,11 +1,11 @@
 package relay_test
 
-// Issue 13 from outside (gateway.md section 3): priority classes with aging and shedding,
-// prefer_gpu, session affinity with bounded load, cache-aware prefix placement, and what a
-// pool-aware client sees (x-modelrelay-target, x-modelrelay-queue-ms, x_pool_meta). The relay
-// runs on loopback in front of static backends that record what reached them; a request
-// whose prompt carries holdMark stays in flight on its backend until the test releases it,
-// which is how a test raises a target's load or keeps a slot busy without timing.
+// Scheduling from outside: priority classes with aging and shedding, prefer_gpu, session
+// affinity with bounded load, cache-aware prefix placement, and what a pool-aware client sees
+// (x-modelrelay-target, x-modelrelay-queue-ms, x_pool_meta). The relay runs on loopback in
+// front of static backends that record what reached them; a request whose prompt carries
+// holdMark stays in flight on its backend until the test releases it, which is how a test
+// raises a target's load or keeps a slot busy without timing.
 
 import (
 	"context"
@@ -370,7 +370,7 @@ func TestPriorityFullQueueShedsTheNewestLowerWaiter(t *testing.T) {
 }
 
 func TestPriorityAgedWaiterIsNotShedAsLow(t *testing.T) {
-	// A low waiter that has aged one class counts as normal (gateway.md: its class rises), so a
+	// A low waiter that has aged one class counts as normal (its class rises with its wait), so a
 	// normal arrival at a full queue finds nothing of a strictly lower class to shed: it is
 	// refused, and the aged waiter keeps its place. Otherwise a queue kept full by normal
 	// traffic would turn every low request away however long it waited.
@@ -709,7 +709,7 @@ func TestPrefixLongConversationsWithoutSessionsStayOnTheirTargets(t *testing.T) 
 
 func TestPrefixConversationStaysAcrossDialects(t *testing.T) {
 	// The same conversation sent alternately as OpenAI chat and as Anthropic messages hashes
-	// alike (gateway.md: canonical text "in either dialect").
+	// alike: prefix blocks hash the canonical text, whichever dialect carried it.
 	f := newFleet(t, "b1", "b2", "b3")
 	_, ts := startServer(t, relay.Options{Timings: quietTimings(), Backends: f.backends(),
 		Scheduling: relay.Scheduling{CacheAware: true}})

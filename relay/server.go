@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/endpoint"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/throttle"
 	"modelrelay/relay/ui"
@@ -42,7 +43,7 @@ type Options struct {
 	TrustedOrigins []string
 	Backends       []Backend
 	// Fallbacks are the configured chains: a request for a key's model that cannot be served
-	// before its first byte moves to the listed models in order (gateway.md section 2).
+	// before its first byte moves to the listed models in order.
 	Fallbacks map[string][]string
 	// WorkerGrace is how long requests for a model whose last relay worker left wait for one
 	// to come back before they get 503 (0 = 10 s; negative = not at all).
@@ -79,7 +80,7 @@ type Backend struct {
 	APIKey string
 }
 
-// Scheduling shapes placement and the order of waiting requests (gateway.md section 3).
+// Scheduling shapes placement and the order of waiting requests.
 type Scheduling struct {
 	CacheAware         bool          // routing: cache_aware (false = least_load)
 	AffinityTTL        time.Duration // a session returns to its last target for this long (5 m)
@@ -116,7 +117,7 @@ func (o *Scheduling) fill() {
 	}
 }
 
-// KeyOptions configure client API keys (gateway.md section 4).
+// KeyOptions configure client API keys: who may call, which models, how much.
 type KeyOptions struct {
 	Store      keys.Store    // nil = in memory (one process; lost on restart)
 	CacheTTL   time.Duration // a validated key is trusted this long (at most 5 s, the default)
@@ -456,13 +457,10 @@ func (s *Server) Handler() http.Handler {
 // surface mounts the relay's own routes.
 func (s *Server) surface() http.Handler {
 	rt := newRoutes()
-	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"} {
-		rt.handle("POST "+path, s.inference(OpenAI), dialectErrors(OpenAI))
+	for _, e := range endpoint.All() {
+		rt.handle("POST "+e.Path, s.inference(e.Dialect), dialectErrors(e.Dialect))
 	}
-	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
-		rt.handle("POST "+path, s.inference(Anthropic), dialectErrors(Anthropic))
-	}
-	rt.handle("GET /v1/models", http.HandlerFunc(s.handleModels), dialectErrors(OpenAI))
+	rt.handle("GET "+endpoint.ModelList, http.HandlerFunc(s.handleModels), dialectErrors(OpenAI))
 	rt.handle("GET /v1/worker/connect", http.HandlerFunc(s.handleConnect), plainErrors)
 	rt.handle("GET /health", http.HandlerFunc(s.handleHealth), plainErrors)
 	rt.handle("GET /livez", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -159,7 +159,7 @@ func (c *clientWriter) end(message, code string) {
 		event, ok = c.ender.endEvent(message)
 	}
 	if !ok {
-		event = c.dialect.streamErrorEvent(message, code)
+		event = streamErrorEvent(c.dialect, message, code)
 	}
 	c.w.Write(event)
 	c.rc.Flush()

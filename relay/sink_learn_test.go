@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"modelrelay/relay/endpoint"
 	"slices"
 	"strconv"
 	"testing"
@@ -22,11 +23,11 @@ func TestLearnSink(t *testing.T) {
 		if want := []string{"head " + strconv.Itoa(tc.status) + " 2", `chunk "{}" false`, "end"}; !slices.Equal(r.got, want) {
 			t.Errorf("%d: passed %q, want %q", tc.status, r.got, want)
 		}
-		speaks := sp.plan(Anthropic, routeMessages, time.Now()) == planNative
+		speaks := sp.plan(Anthropic, endpoint.RouteMessages, time.Now()) == planNative
 		if speaks != tc.learns {
 			t.Errorf("%d: the target speaks Anthropic: %v, want %v", tc.status, speaks, tc.learns)
 		}
-		if sp.plan(OpenAI, routeChat, time.Now()) != planProbe {
+		if sp.plan(OpenAI, endpoint.RouteChat, time.Now()) != planProbe {
 			t.Errorf("%d: learned about the other family", tc.status)
 		}
 	}

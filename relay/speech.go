@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"modelrelay/relay/endpoint"
 )
 
 // rememberDialect is how long a learned "this target does (not) speak X" holds.
@@ -43,8 +45,8 @@ func newSpeech(dialects []Dialect) *speech {
 func (s *speech) assumeSpeaks(d Dialect) { s.speaks[d].Store(math.MaxInt64) }
 
 // plan decides how to send a request in dialect d on route r.
-func (s *speech) plan(d Dialect, r route, now time.Time) plan {
-	if r == routeOther {
+func (s *speech) plan(d Dialect, r endpoint.Route, now time.Time) plan {
+	if r == endpoint.RouteNone {
 		return planNative
 	}
 	if s.fixed != 0 {
@@ -57,7 +59,7 @@ func (s *speech) plan(d Dialect, r route, now time.Time) plan {
 	switch {
 	case s.refuses[d].Load() > t:
 		return planTranslate
-	case r == routeCountTokens:
+	case r == endpoint.RouteCountTokens:
 		// Servers that speak Messages do not all count tokens: a refusal here is answered
 		// from /tokenize or the estimate, and teaches nothing about the family.
 		return planProbe

@@ -186,7 +186,7 @@ func TestStartedStreamOutlivesRequestTimeout(t *testing.T) {
 	r := wait(t, sc)
 	defer r.resp.Body.Close()
 	readN(t, r.resp.Body, len("data: 1\n\n"))
-	time.Sleep(600 * time.Millisecond) // the spec's clock: past both timeouts
+	time.Sleep(600 * time.Millisecond) // past both timeouts
 	w.chunk(req.RequestID, "data: 2\n\n")
 	w.send(protocol.ResponseComplete{RequestID: req.RequestID, StatusCode: 200})
 	if rest := readAll(t, r.resp.Body); rest != "data: 2\n\n" {
@@ -204,7 +204,7 @@ func TestQueueTimeoutDoesNotApplyOnceDispatched(t *testing.T) {
 	w := join(t, ts, reg("w", []string{"m"}, 1))
 	c := goPost(ts, "/v1/chat/completions", chatBody("m", false))
 	req := w.request()
-	time.Sleep(400 * time.Millisecond) // the spec's clock: past the queue timeout
+	time.Sleep(400 * time.Millisecond) // past the queue timeout
 	w.complete(req.RequestID, 200, nil, "late but fine")
 	if r := wait(t, c); r.resp.StatusCode != 200 || string(r.body) != "late but fine" {
 		t.Fatalf("got %d %q", r.resp.StatusCode, r.body)

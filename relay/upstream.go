@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"modelrelay/protocol"
+	"modelrelay/relay/endpoint"
 	"modelrelay/relay/h1"
 	"net"
 	"net/http"
@@ -24,7 +25,7 @@ const (
 
 // upstreamClient holds the clients every upstream shares, so connections are pooled per host
 // and reused across requests: relay/h1 on the request path (a client made for this job,
-// measured against net/http's in the README), net/http for model discovery.
+// measured against net/http's in docs/measurements.md), net/http for model discovery.
 type upstreamClient struct {
 	h1        *h1.Client
 	transport *http.Transport
@@ -107,14 +108,15 @@ func (u *upstream) drained() {}
 func (u *upstream) serve(ctx context.Context, req *Request, c call) error {
 	said := outcomeNone
 	defer func() { c.release(said) }()
+	start := time.Now()
 	resp, err := u.srv.upstreams.h1.Do(ctx, u.request(req))
 	if err != nil {
 		switch {
 		case req.stream != nil && req.stream.err() != nil:
 			return req.stream.err() // the client's body broke, not the upstream
 		case ctx.Err() != nil:
-			if errors.Is(context.Cause(ctx), errRequestTimeout) {
-				said = outcomeFailed // no answer within the request timeout
+			if u.unanswered(ctx, err, start) {
+				said = outcomeFailed
 			}
 			return context.Cause(ctx)
 		case isDial(err):
@@ -140,6 +142,17 @@ func (u *upstream) serve(ctx context.Context, req *Request, c call) error {
 		return err
 	}
 	return u.copyBody(ctx, resp.Body, c.out, streaming)
+}
+
+// unanswered says whether a call the relay ended (the client left, a hard stop, the request
+// timeout) is the target's failure: only the request timeout, and only when the target had the
+// whole request and held it unanswered for at least half the request timeout. The rest of
+// that time is the relay's (queued, reading a slow client's body, translating, sending) and a
+// healthy target must not lose its breaker over it; a target that sits on a request it has
+// whole for that long is not answering.
+func (u *upstream) unanswered(ctx context.Context, err error, start time.Time) bool {
+	return errors.Is(context.Cause(ctx), errRequestTimeout) && errors.Is(err, h1.ErrUnanswered) &&
+		time.Since(start) >= u.srv.opts.RequestTimeout/2
 }
 
 // judge is what an answer's status says about the target: a 5xx is a failure, a 429 a busy
@@ -274,7 +287,7 @@ func (u *upstream) discoverLoop(ctx context.Context) {
 func discoverModels(ctx context.Context, client *http.Client, base *url.URL) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+endpoint.ModelList, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 	"modelrelay/protocol"
 )
 
-// Coordinator is an AppProxy coordinator double written from the spec: it validates requests
+// Coordinator is a double of Backend.AI's AppProxy coordinator: it validates requests
 // the way the real one does, answers problem JSON, keeps workers by authority, and publishes real
 // events on Redis. Serve it with httptest.NewServer(c).
 type Coordinator struct {

@@ -1,5 +1,5 @@
 // Package appproxytest provides test doubles for the AppProxy control plane: a coordinator
-// written from the spec (REST plus real events on Redis) and private redis-server instances.
+// (its worker REST API plus real events on Redis) and private redis-server instances.
 package appproxytest
 
 import (

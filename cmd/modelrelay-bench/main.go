@@ -12,6 +12,9 @@
 // `modelrelay-bench soak [-hold 10s]` measures what slow and oversized request bodies cost the
 // relay (its RSS and an ordinary request's latency while they are held).
 //
+// `modelrelay-bench translation [-size 29000000]` measures the relay's peak RSS while it
+// translates large request bodies of many small blocks, one and six at once, both directions.
+//
 // `modelrelay-bench placement` compares the relay's least_load and cache_aware routing over
 // four simulated prefix-cache replicas (`modelrelay-bench simcache -listen ADDR` runs one), on
 // two workloads: short chats on 8B-class replicas and agent sessions on 70B-class ones.
@@ -54,6 +57,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "soak" {
 		os.Exit(soakMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "translation" {
+		os.Exit(translationMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "simcache" {
 		os.Exit(simcacheMain(os.Args[2:], os.Stderr))

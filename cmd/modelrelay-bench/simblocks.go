@@ -13,7 +13,7 @@ import (
 // The simulated replica's KV cache: which prompt prefixes it has computed, in blocks.
 
 // simBlockBytes is the cache's block size: 256 bytes of canonical prompt, about 64 tokens,
-// the same unit the relay's prefix index hashes in (gateway.md section 3).
+// the same unit the relay's prefix index hashes in (relay/prefix).
 const simBlockBytes = 256
 
 // simMessage is the part of a chat message the cache looks at. Content is a string or an

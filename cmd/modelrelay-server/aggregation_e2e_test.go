@@ -1,6 +1,6 @@
 package main
 
-// Issue 5, aggregation hosts (the bare apex and aggregation_hosts): routing by the body's model
+// AppProxy mode, aggregation hosts (the bare apex and aggregation_hosts): routing by the body's model
 // over the circuits the caller may use, /v1/models there, and models the caller may not use
 // answered like unknown ones.
 

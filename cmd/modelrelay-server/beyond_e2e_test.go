@@ -1,6 +1,6 @@
 package main
 
-// Spec rules past the issue checklists: route updates for unknown circuits, unhealthy and
+// AppProxy mode's less travelled rules: route updates for unknown circuits, unhealthy and
 // kebab-case routes, kernel swaps, mixed created events, last-used markers.
 
 import (

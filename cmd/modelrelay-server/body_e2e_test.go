@@ -199,8 +199,9 @@ func TestE2EOversizedBodyFromAClientThatKeepsSending(t *testing.T) {
 }
 
 func TestE2EBodyBudgetAnswers503WithRetryAfter(t *testing.T) {
-	// Two bodies of 600 KB in flight hold 2 MiB of a 2.5 MiB budget (buffers grow by doubling
-	// to 1 MiB); once they do, a third cannot grow past 512 KiB.
+	// Two bodies of 600 KB in flight hold 2 MB of a 2.5 MiB budget (buffers grow by doubling,
+	// up to the announced 1,000,000 bytes and one to see the end); once they do, a third
+	// cannot grow past 512 KiB.
 	e := bodyEnv(t, map[string]string{"MAX_BODY_BYTES": "1048576", "BODY_BUDGET_BYTES": "2621440"})
 	part := `{"model":"m","pad":"` + strings.Repeat("p", 600<<10)
 	var holders []net.Conn
@@ -215,7 +216,7 @@ func TestE2EBodyBudgetAnswers503WithRetryAfter(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "both bodies held", func() (bool, string) {
 		m := regexp.MustCompile(`(?m)^modelrelay_request_body_bytes_held (\S+)$`).FindStringSubmatch(e.metricsText())
-		return m != nil && m[1] == "2.097152e+06", fmt.Sprint(m)
+		return m != nil && m[1] == "2.000002e+06", fmt.Sprint(m)
 	})
 	eventually(t, 10*time.Second, "third body refused", func() (bool, string) {
 		a := rawRequest(t, e.addr, head("", e.addr, "/v1/chat/completions", "Content-Length: 1000000\r\n"), func(c *net.TCPConn) {
@@ -328,18 +329,24 @@ func TestE2EMemoryUnderSlowAndIdleConnections(t *testing.T) {
 }
 
 // rssBytes reads a process's resident set size from /proc.
-func rssBytes(t *testing.T, pid int) int64 {
+func rssBytes(t *testing.T, pid int) int64 { return procStatusBytes(t, pid, "VmRSS") }
+
+// peakRSSBytes reads a process's peak resident set size (its high-water mark) from /proc.
+func peakRSSBytes(t *testing.T, pid int) int64 { return procStatusBytes(t, pid, "VmHWM") }
+
+// procStatusBytes reads a size in kB from a field of /proc/<pid>/status.
+func procStatusBytes(t *testing.T, pid int, field string) int64 {
 	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb << 10
 		}
 	}
-	t.Fatal("no VmRSS")
+	t.Fatal("no " + field)
 	return 0
 }

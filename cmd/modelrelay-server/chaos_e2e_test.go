@@ -1,6 +1,6 @@
 package main
 
-// The chaos test of issue 16 ("More than one node"): three relay nodes (the real binary) share
+// The chaos test of several nodes (docs/several-nodes.md): three relay nodes (the real binary) share
 // one AppProxy authority, one Redis, one PostgreSQL database and the Go test coordinator; four
 // real worker daemons are each attached to all three relays; one circuit (its replica an
 // in-process fake model server) and one relay-worker model (the daemons' backend is the same
@@ -52,8 +52,8 @@ import (
 // chaosNodesNote is why the expected `nodes` count does not drop when a node is SIGKILLed.
 //
 // The coordinator keeps one worker row per authority; its `nodes` is the number of
-// registrations (PUT /api/worker) minus deregistrations (DELETE), as appproxy.md section 1 says
-// of the real one and appproxytest.Coordinator implements. Heartbeats are per row (every node
+// registrations (PUT /api/worker) minus deregistrations (DELETE), in Backend.AI's coordinator
+// as in appproxytest.Coordinator. Heartbeats are per row (every node
 // of the authority PATCHes the same id), so the row never goes LOST while one node lives, and
 // nothing tells the coordinator that one node of several vanished. A SIGKILLed node cannot
 // deregister: the count stays 3, and the restarted node registers again, making it 4. What the

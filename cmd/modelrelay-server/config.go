@@ -95,7 +95,8 @@ func secretState(s string) string {
 	return "set"
 }
 
-// AppProxyConfig is the `appproxy:` section (appproxy.md section 6).
+// AppProxyConfig is the `appproxy:` section: worker mode for Backend.AI (docs/appproxy.md
+// lists its keys).
 type AppProxyConfig struct {
 	Enabled             bool
 	CoordinatorURL      string
@@ -151,7 +152,8 @@ var (
 
 const envConfigFile = "MODELRELAY_CONFIG"
 
-// setting ties a top-level file key to its flag and environment variable (relay.md section 5).
+// setting ties a top-level file key to its flag and environment variable. A flag beats the
+// environment, which beats the file, which beats the default.
 type setting struct {
 	key, flag, env string
 	boolean        bool
@@ -200,7 +202,7 @@ var settings = []setting{
 	{key: "demo", flag: "demo", env: "MODELRELAY_DEMO", boolean: true},
 }
 
-// routingPolicies are the values of `routing` (gateway.md section 3).
+// routingPolicies are the values of `routing`.
 var routingPolicies = []string{"least_load", "cache_aware"}
 
 // priorityClasses are the values of `max_client_priority`, highest first.
@@ -224,8 +226,8 @@ var appProxyKeys = []string{
 
 var backendKeys = []string{"name", "url", "models", "weight", "max_concurrent", "dialects", "api_key"}
 
-// coordinatorTimeout is how long the coordinator waits for a heartbeat before marking a
-// worker LOST (appproxy.md section 1).
+// coordinatorTimeout is how long the Backend.AI coordinator waits for a heartbeat before
+// marking a worker LOST (it checks every 15 s, so LOST comes 30 to 45 s after the last one).
 const coordinatorTimeout = 30 * time.Second
 
 func defaultValues() map[string]any {

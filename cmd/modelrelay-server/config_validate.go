@@ -96,7 +96,7 @@ func (c Config) validate(p *problems) {
 	c.AppProxy.validate(p)
 }
 
-// validateKeys checks the client API key settings (gateway.md section 4).
+// validateKeys checks the client API key settings.
 func (c Config) validateKeys(p *problems) {
 	if c.KeyCacheTTL == 0 || c.KeyCacheTTL > keys.MaxCacheTTL {
 		p.add("key_cache_ttl", "must be above 0 and at most %s (how late a revocation may take effect), got %s",
@@ -118,7 +118,7 @@ func (c Config) validateKeys(p *problems) {
 	}
 }
 
-// validateScheduling checks the placement and queue-order keys (gateway.md section 3).
+// validateScheduling checks the placement and queue-order keys.
 // Negative durations and integers were already refused by the decoder.
 func (c Config) validateScheduling(p *problems) {
 	if !slices.Contains(routingPolicies, c.Routing) {

@@ -1,6 +1,6 @@
 package main
 
-// Issue 4, control plane: registration, events and acks, resync, Redis and coordinator loss,
+// AppProxy mode, control plane: registration, events and acks, resync, Redis and coordinator loss,
 // heartbeat 404, /health, /readyz, /admin/circuits.
 
 import (
@@ -621,7 +621,7 @@ func TestE2EAdminCircuits(t *testing.T) {
 	}
 }
 
-// fieldCI reads a JSON object member case-insensitively (admin views are not pinned by the spec).
+// fieldCI reads a JSON object member case-insensitively (the admin views' key case is not part of their contract).
 func fieldCI(v any, key string) (any, bool) {
 	m, ok := v.(map[string]any)
 	if !ok {

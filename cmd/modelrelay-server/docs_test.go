@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,7 +13,8 @@ import (
 // The reference tables of docs/ that follow the code: the server's settings, the static
 // backends' keys and the appproxy section's keys each have a row, and the metrics table keeps
 // the markers that TestE2EMetricsReferenceAndDashboard regenerates it between. TestDocLinks
-// keeps the links between README.md and docs/ pointing at files and headings that exist.
+// keeps the links between README.md and docs/ pointing at files and headings that exist;
+// TestGoFilesCiteNoOutsideDocument keeps the code's comments readable from the repository alone.
 
 const (
 	configurationDoc = "../../docs/configuration.md"
@@ -166,4 +168,44 @@ func anchors(doc string) map[string]bool {
 		seen[a]++
 	}
 	return out
+}
+
+// outsideDocument matches what names a document outside the repository: the design documents
+// by file name (a docs/ path to one of the same name is in the repository), a spec directory
+// or section, and the issue tracker's numbers.
+var outsideDocument = regexp.MustCompile(`(?i)(^|[^/\w.-])(gateway|relay|appproxy|architecture)\.md\b|\bspec[/]|\bspec section\b|\bissues?\s*#?\d+`)
+
+// TestGoFilesCiteNoOutsideDocument: a comment states the rule it follows; one that sends the
+// reader to a document the repository does not hold cannot be followed.
+func TestGoFilesCiteNoOutsideDocument(t *testing.T) {
+	files := 0
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		files++
+		text := readDoc(t, path)
+		if lower := strings.ToLower(text); !strings.Contains(lower, ".md") && !strings.Contains(lower, "spec") &&
+			!strings.Contains(lower, "issue") {
+			return nil // what the expression looks for cannot be there (it is slow under -race)
+		}
+		for i, line := range strings.Split(text, "\n") {
+			if m := outsideDocument.FindString(line); m != "" {
+				t.Errorf("%s:%d names a document outside the repository (%q): state the rule instead", path, i+1, strings.TrimSpace(m))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("walked only %d Go files", files)
+	}
 }

@@ -385,14 +385,15 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() (b
 	}
 }
 
-// problemWant is one row of the spec's error table.
+// problemWant is one refusal ingress answers: its status, problem slug and message.
 type problemWant struct {
 	status int
 	slug   string
 	msg    string // exact; a trailing "*" makes it a prefix
 }
 
-// checkProblem asserts the exact problem JSON shape of appproxy.md section 4.
+// checkProblem asserts the exact shape of an ingress refusal: Backend.AI's problem JSON plus
+// an OpenAI-style error member.
 func checkProblem(t testing.TB, label string, status int, h http.Header, body []byte, want problemWant) {
 	t.Helper()
 	if status != want.status {

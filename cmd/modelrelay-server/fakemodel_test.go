@@ -211,11 +211,12 @@ func userContent(m map[string]any) (text, image string) {
 		return s, ""
 	}
 	parts, _ := m["content"].([]any)
+	var texts strings.Builder // linear in the parts: the memory tests send thousands
 	for _, p := range parts {
 		b, _ := p.(map[string]any)
 		switch b["type"] {
 		case "text":
-			text += fmt.Sprint(b["text"])
+			fmt.Fprint(&texts, b["text"])
 		case "image_url": // OpenAI: {"image_url":{"url":"data:image/png;base64,..."}}
 			u, _ := b["image_url"].(map[string]any)
 			url := fmt.Sprint(u["url"])
@@ -229,7 +230,7 @@ func userContent(m map[string]any) (text, image string) {
 			image = fmt.Sprintf("%s, %d base64 characters", src["media_type"], len(fmt.Sprint(src["data"])))
 		}
 	}
-	return text, image
+	return texts.String(), image
 }
 
 // pieces splits s the way a model streams: a few characters at a time.

@@ -1,6 +1,6 @@
 package main
 
-// Issue 12 from outside (gateway.md section 2): fallback chains, per-target breakers, Retry-After
+// Fallback and back-pressure from outside: fallback chains, per-target breakers, Retry-After
 // from the estimated wait, max_latency_ms admission and failing fast — through the real server
 // binary (and, for circuits, the real server in AppProxy mode) on short configured times, with
 // fake model servers that record what reached them and when.
@@ -31,6 +31,7 @@ import (
 type relayProc struct {
 	addr string
 	logs *lockedBuffer
+	pid  int
 }
 
 // startRelay runs the binary on config (extra environment in env) at debug log level.
@@ -39,8 +40,8 @@ func startRelay(t testing.TB, config string, env map[string]string) *relayProc {
 	extra := map[string]string{"MODELRELAY_CONFIG": writeConfig(t, config)}
 	maps.Copy(extra, env)
 	e := &e2eEnv{t: t}
-	_, logs, _ := startBinary(t, e, extra)
-	return &relayProc{addr: e.addr, logs: logs}
+	cmd, logs, _ := startBinary(t, e, extra)
+	return &relayProc{addr: e.addr, logs: logs, pid: cmd.Process.Pid}
 }
 
 // fbClient is shared by every request of these tests; it must carry 50 at once.
@@ -82,10 +83,15 @@ func sendTo(addr, host, path string, header http.Header, body string) relayAnswe
 // sendWithin is sendTo giving up after limit: for requests that must be answered at once, so
 // that one wrongly queued ends as a failure instead of blocking the test.
 func sendWithin(limit time.Duration, addr, host, path string, header http.Header, body string) relayAnswer {
+	return sendReader(limit, addr, host, path, header, strings.NewReader(body))
+}
+
+// sendReader is sendWithin with the body read from body as the request goes.
+func sendReader(limit time.Duration, addr, host, path string, header http.Header, body io.Reader) relayAnswer {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, body)
 	if err != nil {
 		return relayAnswer{err: err}
 	}
@@ -201,7 +207,8 @@ func breakerValue(b []byte, target string) float64 {
 	return -1
 }
 
-// poolState is what /admin/stats or /health says of the pools (gateway.md section 2).
+// poolState is what /admin/stats or /health says of a pool: its estimated wait and its
+// targets' breakers.
 type poolState struct {
 	EstimatedWaitMS *float64 `json:"estimated_wait_ms"`
 	Targets         []struct {

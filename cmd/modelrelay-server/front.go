@@ -3,13 +3,13 @@ package main
 import (
 	"net/http"
 	"net/netip"
-	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"modelrelay/ingress"
 	"modelrelay/reconcile"
 	"modelrelay/relay"
+	"modelrelay/relay/endpoint"
 )
 
 // front routes every request by its Host in AppProxy mode: a circuit's subdomain reaches that
@@ -44,23 +44,14 @@ func newFront(srv *relay.Server, router *ingress.Router, circuits *reconcile.App
 	return f
 }
 
-// inferencePaths are the calls the relay parses ({model, stream}); everything else on a
-// circuit host passes through untouched.
-var inferencePaths = map[string]relay.Dialect{
-	"/v1/chat/completions":      relay.OpenAI,
-	"/v1/completions":           relay.OpenAI,
-	"/v1/responses":             relay.OpenAI,
-	"/v1/embeddings":            relay.OpenAI,
-	"/v1/messages":              relay.Anthropic,
-	"/v1/messages/count_tokens": relay.Anthropic,
-}
-
+// inferenceCall says whether r is a call the relay parses ({model, stream}), and its family;
+// everything else on a circuit host passes through untouched.
 func inferenceCall(r *http.Request) (relay.Dialect, bool) {
 	if r.Method != http.MethodPost {
 		return 0, false
 	}
-	d, ok := inferencePaths[r.URL.Path]
-	return d, ok
+	e, ok := endpoint.For(r.URL.Path)
+	return e.Dialect, ok
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +105,7 @@ func (f *front) refuse(w http.ResponseWriter, r *http.Request, p *ingress.Proble
 // On the relay's own host every other path is the relay's own surface.
 func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost bool) {
 	d, inference := inferenceCall(r)
-	listing := r.Method == http.MethodGet && r.URL.Path == "/v1/models"
+	listing := r.Method == http.MethodGet && r.URL.Path == endpoint.ModelList
 	if !inference && !listing {
 		if ownHost {
 			f.own.ServeHTTP(w, r)
@@ -126,54 +117,15 @@ func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost boo
 	ip, _ := ingress.ClientIP(r, f.trusted)
 	caller := f.verifier.Caller(r, ip)
 	if listing {
-		relay.WriteModels(w, f.modelsFor(caller))
+		relay.WriteModels(w, f.router.Table().Models(caller, f.circuits.ModelPools(), f.relay.Models(f.relay.Provider())))
 		return
 	}
 	byModel := func(model string) []string { return f.poolsFor(caller, model) }
 	f.relay.ServeInferenceAt(w, r, d, relay.Placement{ByModel: byModel})
 }
 
-// poolsFor names the circuits serving model that caller may use, else the relay's own pool
-// (relay workers and static backends).
+// poolsFor names the pools that serve model to caller: the circuits it may use, else the
+// relay's own pool (ingress decides).
 func (f *front) poolsFor(caller ingress.Caller, model string) []string {
-	table := f.router.Table()
-	var candidates []*ingress.Circuit
-	for _, pool := range f.circuits.PoolsFor(model) {
-		if c := table.ByPool(pool); c != nil {
-			candidates = append(candidates, c)
-		}
-	}
-	// Circuits the caller may not use are answered exactly as a model nobody serves: a 401
-	// or 403 here would reveal a private model's name that /v1/models hides. (The circuit's
-	// own host still answers 401/403: its name is no secret to whoever holds it.)
-	kept, _ := caller.Filter(candidates)
-	if len(kept) == 0 {
-		return []string{f.relay.Provider()}
-	}
-	pools := make([]string, len(kept))
-	for i, c := range kept {
-		pools[i] = c.Pool
-	}
-	return pools
-}
-
-// modelsFor lists the models the caller may use: its circuits' and the relay pool's.
-func (f *front) modelsFor(caller ingress.Caller) []string {
-	table := f.router.Table()
-	var models []string
-	for model, pools := range f.circuits.ModelPools() {
-		for _, pool := range pools {
-			if c := table.ByPool(pool); c != nil && caller.Reaches(c) {
-				models = append(models, model)
-				break
-			}
-		}
-	}
-	slices.Sort(models)
-	for _, m := range f.relay.Models(f.relay.Provider()) {
-		if !slices.Contains(models, m) {
-			models = append(models, m)
-		}
-	}
-	return models
+	return f.router.Table().PoolsFor(caller, f.circuits.PoolsFor(model), f.relay.Provider())
 }

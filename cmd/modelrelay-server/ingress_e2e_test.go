@@ -1,6 +1,6 @@
 package main
 
-// Issue 5, circuit hosts through the real server: the fixture token, the error table,
+// AppProxy mode, circuit hosts through the real server: the fixture token, the error table,
 // allow-lists, public circuits, pass-through, SSE, queueing, 503 and 502.
 
 import (

@@ -1,6 +1,6 @@
 package main
 
-// Client API keys from outside (gateway.md section 4): the real server binary (and the real
+// Client API keys from outside: the real server binary (and the real
 // worker daemon) on a private PostgreSQL from pgtest — one shared cluster with a database per
 // test, and a cluster of its own for the test that stops the database. Keys survive restarts,
 // a Rust server's database works unchanged, relays on one database share keys and

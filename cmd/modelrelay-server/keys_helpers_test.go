@@ -417,7 +417,7 @@ func errorOf(body []byte) (top, typ, code, message string) {
 	return doc.Type, doc.Error.Type, deref(doc.Error.Code), doc.Error.Message
 }
 
-// Exact 401 bodies (gateway.md section 4).
+// Exact 401 bodies, byte for byte the Rust server's.
 const (
 	openAIKeyRequired    = `{"error":{"type":"auth_error","message":"API key required"}}`
 	openAIKeyInvalid     = `{"error":{"type":"auth_error","message":"Invalid API key"}}`

@@ -1,6 +1,6 @@
 package main
 
-// Issue 17: the metrics reference and the Grafana dashboard, both checked against what the real
+// The metrics reference and the Grafana dashboard, both checked against what the real
 // server exports. One AppProxy-mode server (every family the process registers: the relay's,
 // the GenAI ones, the coordinator conversation's, ingress's, Go's and the process's) serves
 // enough traffic that every family has a series; its /metrics is then
@@ -296,7 +296,8 @@ func lineDiff(want, got string) string {
 	return b.String()
 }
 
-// The families a useful dashboard of the relay must graph (issue 17's list).
+// The families a useful dashboard of the relay must graph: traffic and latency, tokens,
+// queues, targets' health and load, relay workers, and ingress refusals.
 var dashboardMustGraph = []string{
 	"modelrelay_requests_total", "modelrelay_request_duration_seconds", "modelrelay_time_to_first_byte_seconds",
 	"gen_ai_server_time_to_first_token_seconds", "gen_ai_client_token_usage", "modelrelay_queue_depth",

@@ -1,6 +1,6 @@
 package main
 
-// Issue 13 through the real binary (gateway.md section 3): the scheduling keys of the config
+// Scheduling through the real binary: the scheduling keys of the config
 // file take effect — routing (default and both values), affinity_slack (0 included),
 // priority_aging, max_queue_len with priorities — and a client sees x-modelrelay-target,
 // x-modelrelay-queue-ms and x_pool_meta while x_pool_options never reaches a model server.

@@ -1,6 +1,6 @@
 package main
 
-// Issue 4, data plane driven by events: route updates with weights, removal draining, replica
+// AppProxy mode, data plane driven by events: route updates with weights, removal draining, replica
 // health.
 
 import (

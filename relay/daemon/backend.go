@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/endpoint"
 	"modelrelay/relay/h1"
 )
 
@@ -153,7 +154,7 @@ func (b *backend) stream(ctx context.Context, req protocol.Request, resp *h1.Res
 
 // models asks the backend which models it serves (OpenAI GET /v1/models).
 func (b *backend) models(ctx context.Context) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+endpoint.ModelList, nil)
 	if err != nil {
 		return nil, fmt.Errorf("build models request: %w", err)
 	}

@@ -3,9 +3,9 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/endpoint"
 )
 
 // failure is an answer the daemon makes up itself instead of relaying the backend's.
@@ -49,33 +49,14 @@ func (f failure) complete(requestID, endpointPath string) protocol.ResponseCompl
 
 func (f failure) body(endpointPath string) []byte {
 	var v any
-	if strings.HasPrefix(endpointPath, "/v1/messages") {
+	d := endpoint.DialectOf(endpointPath)
+	if d == endpoint.Anthropic {
 		v = map[string]any{"type": "error", "error": map[string]string{
-			"type": anthropicType(f.status), "message": f.message}}
+			"type": d.ErrorType(int(f.status)), "message": f.message}}
 	} else {
 		v = map[string]any{"error": map[string]string{
-			"message": f.message, "type": openAIType(f.status), "code": f.code}}
+			"message": f.message, "type": d.ErrorType(int(f.status)), "code": f.code}}
 	}
 	b, _ := json.Marshal(v) // maps of strings always encode
 	return b
-}
-
-func openAIType(status uint16) string {
-	switch status {
-	case 400:
-		return "invalid_request_error"
-	case 502:
-		return "upstream_error"
-	}
-	return "server_error"
-}
-
-func anthropicType(status uint16) string {
-	switch status {
-	case 400:
-		return "invalid_request_error"
-	case 503:
-		return "overloaded_error"
-	}
-	return "api_error"
 }

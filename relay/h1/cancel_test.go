@@ -108,6 +108,11 @@ func TestCancelAwaitingHead(t *testing.T) {
 		if !isCanceled(err) {
 			t.Fatalf("%v: want context.Canceled", err)
 		}
+		// An in-memory body is written before the head is awaited: the request was whole.
+		// (A streamed one is finished on its own goroutine, which may not have said so yet.)
+		if _, inMemory := r.Body.(*strings.Reader); inMemory && !errors.Is(err, ErrUnanswered) {
+			t.Fatalf("%v: want ErrUnanswered, the whole request was out", err)
+		}
 	}
 	noSenders(t)
 }
@@ -138,6 +143,9 @@ func TestCancelDuringWrite(t *testing.T) {
 	within(t, done, "Do writing an endless body after the context ended")
 	if !isCanceled(err) {
 		t.Fatalf("%v: want context.Canceled", err)
+	}
+	if errors.Is(err, ErrUnanswered) {
+		t.Fatalf("%v: a request still being written is not unanswered", err)
 	}
 	noSenders(t)
 }

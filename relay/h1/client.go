@@ -77,7 +77,8 @@ type Response struct {
 //
 //   - a failed dial or TLS handshake is a *net.OpError with Op "dial": the upstream never saw
 //     the request;
-//   - ctx ending is reported as an error wrapping ctx.Err();
+//   - ctx ending is reported as an error wrapping ctx.Err(), and ErrUnanswered when the
+//     whole request had gone out;
 //   - a response that breaks HTTP/1.1's rules wraps ErrMalformed;
 //   - a body that ends before its framing says wraps io.ErrUnexpectedEOF.
 func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {

@@ -69,6 +69,8 @@
 //   - A failed dial or TLS handshake is a *net.OpError with Op "dial": the upstream never saw
 //     the request. (net/http reports a failed handshake otherwise.)
 //   - A timeout satisfies net.Error with Timeout() true.
+//   - A context that ends after the whole request went out, before the answer's head, gives
+//     an error wrapping ErrUnanswered as well as the context's error.
 //   - An answer that breaks the rules below wraps ErrMalformed.
 //   - A body cut short wraps io.ErrUnexpectedEOF. An upstream that hangs up before any byte
 //     of an answer gives an error wrapping io.EOF (or the reset it sent, a *net.OpError with

@@ -11,6 +11,12 @@ import (
 // framing rules. Such a connection is never reused: where one message ends is no longer known.
 var ErrMalformed = errors.New("malformed response")
 
+// ErrUnanswered is wrapped, beside the context's error, when the context ended after the
+// whole request had gone out and before the answer's head arrived: the upstream had the
+// request and did not answer in time. A context that ends sooner (in the dial, or while the
+// request is still being written) leaves it out.
+var ErrUnanswered = errors.New("no answer to the whole request")
+
 func malformed(what string) error {
 	return fmt.Errorf("h1: %w: %s", ErrMalformed, what)
 }

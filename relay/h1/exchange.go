@@ -130,6 +130,7 @@ func (x *exchange) release(ok, closeNow bool) {
 // headError turns a failure to read the answer's head into the error Do returns, and says
 // whether it is the kind a retry on a fresh connection may fix.
 func (x *exchange) headError(err, werr error) (retry bool, _ error) {
+	whole := werr == nil // the request went out whole (an inline one: written and flushed)
 	if x.sent != nil {
 		select {
 		case <-x.sent:
@@ -137,10 +138,15 @@ func (x *exchange) headError(err, werr error) (retry bool, _ error) {
 			if x.readFailed {
 				return false, werr // the request body broke, not the upstream
 			}
+			whole = werr == nil
 		default:
+			whole = false
 		}
 	}
 	if x.ctx.Err() != nil {
+		if whole {
+			return false, fmt.Errorf("h1: awaiting response: %w: %w", ErrUnanswered, x.ctx.Err())
+		}
 		return false, fmt.Errorf("h1: awaiting response: %w", x.ctx.Err())
 	}
 	if errors.Is(err, ErrMalformed) {

@@ -1,4 +1,4 @@
-// Package keys holds client API keys (gateway.md section 4): the key store interface and its
+// Package keys holds client API keys: the key store interface and its
 // in-memory implementation, the validated-key cache that keeps the store off the request path,
 // per-key request and token limits, and the usage ledger that batches what keys used into the
 // store. PostgreSQL lives in the subpackage postgres. It imports nothing of the relay's.

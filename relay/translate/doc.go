@@ -5,7 +5,10 @@
 // The surface:
 //
 //   - AnthropicToOpenAI and OpenAIToAnthropic map a request body; Request says what the mapped
-//     call needs (streaming, whether the client asked for a usage chunk).
+//     call needs (streaming, whether the client asked for a usage chunk). They walk the body
+//     where it lies instead of decoding it (jsonwalk.go), so a mapping costs its output and
+//     little more; a request of more than MaxItems messages, content blocks and tools fails
+//     with ErrTooLarge, any other they cannot map with ErrInvalid.
 //   - OpenAIResponseToAnthropic and AnthropicResponseToOpenAI map a complete JSON answer.
 //   - ErrorBody re-shapes a target's error answer into the client's family (the status is kept
 //     by the caller).
@@ -16,5 +19,5 @@
 //     target that only speaks OpenAI.
 //
 // Fields with no counterpart are dropped from translated requests (unknown ones too); the
-// README's translation table lists them.
+// table in docs/translation.md lists them.
 package translate

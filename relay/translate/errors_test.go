@@ -54,6 +54,21 @@ func TestRequestErrorsSayWhatIsWrong(t *testing.T) {
 		{"openai", openai, `{"model":"m","n":2,"messages":[]}`, "n > 1 is not supported by this model's server"},
 		{"count_tokens", tokenize, `{"model":"m","messages":"hi"}`, "messages must be an array"},
 		{"count_tokens", tokenize, `{"model":"m","messages":[{"role":"user","content":5}]}`, "messages[0].content must be a string or an array"},
+		{"anthropic", anthropic, `{"model":5,"messages":[]}`, "model must be a string"},
+		{"anthropic", anthropic, `{"model":"m","system":5}`, "system must be a string or an array of text blocks"},
+		{"anthropic", anthropic, `{"model":"m","max_tokens":1.5}`, "max_tokens must be an integer"},
+		{"anthropic", anthropic, `{"model":"m","temperature":1e400}`, "temperature must be a number"},
+		{"anthropic", anthropic, `{"model":"m","stop_sequences":["a",1]}`, "stop_sequences[1] must be a string"},
+		{"anthropic", anthropic, `{"model":"m","messages":[{"role":"user"}]}`, "messages[0].content must be a string or an array"},
+		{"anthropic", anthropic, `{"model":"m","messages":[{"role":"user","content":[5]}]}`, "messages[0].content[0] must be an object"},
+		{"anthropic", anthropic, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":5}]}]}`, "messages[0].content[0].text must be a string"},
+		{"anthropic", anthropic, `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":5}}]}]}`, "messages[0].content[0].source.type must be a string"},
+		{"anthropic", anthropic, `{"model":"m","tools":[{"name":5}]}`, "tools[0].name must be a string"},
+		{"anthropic", anthropic, `[1]`, "request body must be a JSON object"},
+		{"anthropic", anthropic, `{"model":"m",}`, "request body is not valid JSON"},
+		{"anthropic", anthropic, "{\"model\":\"\xff\"}", "request body is not valid UTF-8"},
+		{"openai", openai, `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":5}}]}]}`, "messages[0].tool_calls[0].function.arguments must be a string"},
+		{"openai", openai, `{"model":"m","stream_options":{"include_usage":"yes"}}`, "stream_options.include_usage must be a boolean"},
 	} {
 		err := c.mapf(c.body)
 		if err == nil || err.Error() != c.want || !errors.Is(err, ErrInvalid) {

@@ -1,13 +1,13 @@
 package translate
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
-
-	"modelrelay/relay/rawjson"
+	"unicode/utf8"
 )
 
 // Request is what a mapped request needs on its way back.
@@ -21,6 +21,17 @@ type Request struct {
 // answer 400. The error's text is the reason alone, in the API's terms, for the client.
 var ErrInvalid = errors.New("invalid request")
 
+// ErrTooLarge is wrapped by the error of a request over MaxItems: answer 413.
+var ErrTooLarge = errors.New("too many messages, content blocks and tools to translate")
+
+// MaxItems bounds the messages, content blocks (parts, tool calls, the blocks of a system
+// prompt or of a tool result) and tools of one translated request, counted together. A
+// mapping's work grows with them and a target's parsing cost too; real traffic stays far
+// below (a long Claude Code session sends a few thousand), and a body of the size limit made
+// of tiny blocks would hold hundreds of thousands.
+const MaxItems = 10_000
+
+// invalidError is the client's mistake, its text the reason alone in the API's terms.
 type invalidError string
 
 func (e invalidError) Error() string      { return string(e) }
@@ -30,583 +41,205 @@ func invalid(format string, args ...any) error {
 	return invalidError(fmt.Sprintf(format, args...))
 }
 
-// eitherError says what is wrong with a member (name) that takes a string or a list, given
-// neither: the list's own error when it is one ("content[1].text must be a string"), else
-// that it must be one or the other.
-func eitherError(name, list string, raw json.RawMessage, err error) string {
-	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-		return rawjson.ExplainIn(name, raw, err)
-	}
-	return name + " must be a string or " + list
+func tooLarge() error {
+	return fmt.Errorf("%w: at most %d in all", ErrTooLarge, MaxItems)
 }
 
-// undecodable is the client's error for a body json.Unmarshal refused: the path of the value
-// and the type it must have ("messages must be an array"), never encoding/json's text, which
-// names this package's Go types.
-func undecodable(body []byte, err error) error {
-	return invalidError(rawjson.Explain(body, err))
+// out is what a mapping writes. A mapping runs twice over the same body: dry, counting the
+// bytes it would write (an upper bound where a value is compacted or decoded) and checking
+// everything, then for real into a buffer allocated once at that size. The dry run is
+// where every error is found.
+type out struct {
+	b     []byte
+	n     int // dry: the bytes counted so far
+	dry   bool
+	items int // dry: messages, blocks and tools so far
 }
 
-// ---- Anthropic Messages request ----
-
-type anthropicRequest struct {
-	Model         string             `json:"model"`
-	System        json.RawMessage    `json:"system"`
-	Messages      []anthropicMessage `json:"messages"`
-	MaxTokens     *int               `json:"max_tokens"`
-	Temperature   *float64           `json:"temperature"`
-	TopP          *float64           `json:"top_p"`
-	TopK          *int               `json:"top_k"`
-	StopSequences []string           `json:"stop_sequences"`
-	Stream        bool               `json:"stream"`
-	Tools         []anthropicTool    `json:"tools"`
-	ToolChoice    *anthropicChoice   `json:"tool_choice"`
-	Metadata      *struct {
-		UserID string `json:"user_id"`
-	} `json:"metadata"`
-}
-
-type anthropicMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"` // a string or a list of blocks
-}
-
-type anthropicBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text,omitempty"`
-	Source    *imageSource    `json:"source,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	ToolUseID string          `json:"tool_use_id,omitempty"`
-	Content   json.RawMessage `json:"content,omitempty"`
-	IsError   bool            `json:"is_error,omitempty"`
-	Thinking  string          `json:"thinking,omitempty"`
-	Signature string          `json:"signature,omitempty"`
-}
-
-type imageSource struct {
-	Type      string `json:"type"`
-	MediaType string `json:"media_type,omitempty"`
-	Data      string `json:"data,omitempty"`
-	URL       string `json:"url,omitempty"`
-}
-
-type anthropicTool struct {
-	Type        string          `json:"type,omitempty"` // "" or "custom"; others are server tools
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
-}
-
-type anthropicChoice struct {
-	Type                   string `json:"type"`
-	Name                   string `json:"name,omitempty"`
-	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
-}
-
-// ---- OpenAI Chat request ----
-
-type openAIRequest struct {
-	Model               string          `json:"model"`
-	Messages            []openAIMessage `json:"messages"`
-	MaxTokens           *int            `json:"max_tokens,omitempty"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens,omitempty"`
-	Temperature         *float64        `json:"temperature,omitempty"`
-	TopP                *float64        `json:"top_p,omitempty"`
-	TopK                *int            `json:"top_k,omitempty"`
-	Stop                json.RawMessage `json:"stop,omitempty"` // a string or a list
-	Stream              bool            `json:"stream,omitempty"`
-	StreamOptions       *streamOptions  `json:"stream_options,omitempty"`
-	Tools               []openAITool    `json:"tools,omitempty"`
-	ToolChoice          json.RawMessage `json:"tool_choice,omitempty"`
-	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
-	User                string          `json:"user,omitempty"`
-	N                   *int            `json:"n,omitempty"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-type openAIMessage struct {
-	Role       string           `json:"role"`
-	Content    json.RawMessage  `json:"content"` // a string, a list of parts, or null
-	ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string           `json:"tool_call_id,omitempty"`
-}
-
-type openAIPart struct {
-	Type     string `json:"type"`
-	Text     string `json:"text,omitempty"`
-	ImageURL *struct {
-		URL string `json:"url"`
-	} `json:"image_url,omitempty"`
-}
-
-type openAIToolCall struct {
-	Index    *int   `json:"index,omitempty"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type openAITool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description,omitempty"`
-		Parameters  json.RawMessage `json:"parameters,omitempty"`
-	} `json:"function"`
-}
-
-// AnthropicToOpenAI maps an Anthropic Messages request to an OpenAI chat completion request.
-// thinking and cache_control have no counterpart and are dropped, as are unknown fields.
-func AnthropicToOpenAI(body []byte) ([]byte, Request, error) {
-	var in anthropicRequest
-	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, Request{}, undecodable(body, err)
-	}
-	out, err := anthropicToOpenAI(&in)
-	if err != nil {
-		return nil, Request{}, err
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, Request{}, invalid("%v", err)
-	}
-	return b, Request{Model: in.Model, Stream: in.Stream}, nil
-}
-
-func anthropicToOpenAI(in *anthropicRequest) (*openAIRequest, error) {
-	out := &openAIRequest{Model: in.Model, MaxTokens: in.MaxTokens, Temperature: in.Temperature,
-		TopP: in.TopP, TopK: in.TopK, Stream: in.Stream}
-	if in.Stream {
-		out.StreamOptions = &streamOptions{IncludeUsage: true}
-	}
-	if len(in.StopSequences) > 0 {
-		out.Stop, _ = json.Marshal(in.StopSequences)
-	}
-	if in.Metadata != nil {
-		out.User = in.Metadata.UserID
-	}
-	system, err := systemText(in.System)
-	if err != nil {
-		return nil, err
-	}
-	if system != "" {
-		out.Messages = append(out.Messages, openAIMessage{Role: "system", Content: jsonString(system)})
-	}
-	for i, m := range in.Messages {
-		msgs, err := anthropicMessageToOpenAI(m)
-		if err != nil {
-			return nil, invalid("messages[%d].%v", i, err)
-		}
-		out.Messages = append(out.Messages, msgs...)
-	}
-	for _, t := range in.Tools {
-		if t.Type != "" && t.Type != "custom" {
-			continue // a server tool (web search, code execution): the model server has none
-		}
-		var ot openAITool
-		ot.Type = "function"
-		ot.Function.Name, ot.Function.Description = t.Name, t.Description
-		ot.Function.Parameters = t.InputSchema
-		if len(ot.Function.Parameters) == 0 {
-			ot.Function.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
-		}
-		out.Tools = append(out.Tools, ot)
-	}
-	if c := in.ToolChoice; c != nil {
-		switch c.Type {
-		case "auto":
-			out.ToolChoice = json.RawMessage(`"auto"`)
-		case "any":
-			out.ToolChoice = json.RawMessage(`"required"`)
-		case "none":
-			out.ToolChoice = json.RawMessage(`"none"`)
-		case "tool":
-			out.ToolChoice, _ = json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": c.Name}})
-		}
-		if c.DisableParallelToolUse {
-			f := false
-			out.ParallelToolCalls = &f
-		}
-	}
-	return out, nil
-}
-
-// systemText joins a system prompt given as a string or as text blocks.
-func systemText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var blocks []anthropicBlock
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return "", invalidError(eitherError("system", "an array of text blocks", raw, err))
-	}
-	texts := make([]string, 0, len(blocks))
-	for _, b := range blocks {
-		if b.Type == "text" {
-			texts = append(texts, b.Text)
-		}
-	}
-	return strings.Join(texts, "\n\n"), nil
-}
-
-// blocksOf reads message content given as a string or a list of blocks.
-func blocksOf(raw json.RawMessage) ([]anthropicBlock, error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []anthropicBlock{{Type: "text", Text: s}}, nil
-	}
-	var blocks []anthropicBlock
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return nil, errors.New(eitherError("content", "an array", raw, err)) // messages[i]. goes before it
-	}
-	return blocks, nil
-}
-
-// anthropicMessageToOpenAI maps one message; a user message holding tool results becomes one
-// tool message per result, before the user's other content.
-func anthropicMessageToOpenAI(m anthropicMessage) ([]openAIMessage, error) {
-	blocks, err := blocksOf(m.Content)
-	if err != nil {
-		return nil, err
-	}
-	var out []openAIMessage
-	var parts []openAIPart
-	var calls []openAIToolCall
-	for _, b := range blocks {
-		switch b.Type {
-		case "text":
-			parts = append(parts, openAIPart{Type: "text", Text: b.Text})
-		case "image":
-			if url := imageURL(b.Source); url != "" {
-				p := openAIPart{Type: "image_url"}
-				p.ImageURL = &struct {
-					URL string `json:"url"`
-				}{url}
-				parts = append(parts, p)
-			}
-		case "tool_use":
-			var c openAIToolCall
-			c.ID, c.Type = b.ID, "function"
-			c.Function.Name = b.Name
-			c.Function.Arguments = string(compactOr(b.Input, "{}"))
-			calls = append(calls, c)
-		case "tool_result":
-			text := toolResultText(b.Content)
-			if b.IsError {
-				text = "Error: " + text
-			}
-			out = append(out, openAIMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: jsonString(text)})
-		}
-		// thinking, redacted_thinking, documents and server tools have no chat counterpart.
-	}
-	role := m.Role
-	if role != "assistant" && role != "system" {
-		role = "user"
-	}
-	if len(parts) == 0 && len(calls) == 0 {
-		return out, nil
-	}
-	msg := openAIMessage{Role: role, ToolCalls: calls, Content: partsContent(parts, role)}
-	return append(out, msg), nil
-}
-
-// partsContent is a plain string when the parts are text only (one part, or a role that takes
-// no list, such as system), else the list; an assistant turn of tool calls alone has null.
-func partsContent(parts []openAIPart, role string) json.RawMessage {
-	if len(parts) == 0 {
-		return json.RawMessage("null")
-	}
-	textOnly := true
-	for _, p := range parts {
-		textOnly = textOnly && p.Type == "text"
-	}
-	if textOnly && (len(parts) == 1 || role != "user") {
-		texts := make([]string, len(parts))
-		for i, p := range parts {
-			texts[i] = p.Text
-		}
-		return jsonString(strings.Join(texts, "\n\n"))
-	}
-	b, _ := json.Marshal(parts)
-	return b
-}
-
-func imageURL(src *imageSource) string {
-	if src == nil {
-		return ""
-	}
-	switch src.Type {
-	case "base64":
-		return "data:" + src.MediaType + ";base64," + src.Data
-	case "url":
-		return src.URL
-	}
-	return ""
-}
-
-// toolResultText flattens a tool result's content (a string or text blocks) to text.
-func toolResultText(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var blocks []anthropicBlock
-	if json.Unmarshal(raw, &blocks) != nil {
-		return string(raw)
-	}
-	texts := make([]string, 0, len(blocks))
-	for _, b := range blocks {
-		if b.Type == "text" {
-			texts = append(texts, b.Text)
-		}
-	}
-	return strings.Join(texts, "\n")
-}
-
-// OpenAIToAnthropic maps an OpenAI chat completion request to an Anthropic Messages request.
-// A missing max_tokens becomes defaultMaxTokens (Anthropic requires one); n > 1 is refused.
-func OpenAIToAnthropic(body []byte, defaultMaxTokens int) ([]byte, Request, error) {
-	var in openAIRequest
-	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, Request{}, undecodable(body, err)
-	}
-	if in.N != nil && *in.N > 1 {
-		return nil, Request{}, invalid("n > 1 is not supported by this model's server")
-	}
-	out := map[string]any{"model": in.Model}
-	maxTokens := defaultMaxTokens
-	switch {
-	case in.MaxCompletionTokens != nil:
-		maxTokens = *in.MaxCompletionTokens
-	case in.MaxTokens != nil:
-		maxTokens = *in.MaxTokens
-	}
-	out["max_tokens"] = maxTokens
-	var system []string
-	var messages []map[string]any
-	for i, m := range in.Messages {
-		if m.Role == "system" || m.Role == "developer" {
-			text, err := contentText(m.Content)
-			if err != nil {
-				return nil, Request{}, invalid("messages[%d].%v", i, err)
-			}
-			system = append(system, text)
-			continue
-		}
-		role, blocks, err := openAIMessageToAnthropic(m)
-		if err != nil {
-			return nil, Request{}, invalid("messages[%d].%v", i, err)
-		}
-		if len(blocks) == 0 {
-			continue
-		}
-		// Anthropic wants user and assistant turns to alternate: merge neighbours.
-		if n := len(messages); n > 0 && messages[n-1]["role"] == role {
-			messages[n-1]["content"] = append(messages[n-1]["content"].([]map[string]any), blocks...)
-			continue
-		}
-		messages = append(messages, map[string]any{"role": role, "content": blocks})
-	}
-	if messages == nil {
-		messages = []map[string]any{}
-	}
-	out["messages"] = messages
-	if len(system) > 0 {
-		out["system"] = strings.Join(system, "\n\n")
-	}
-	if in.Temperature != nil {
-		out["temperature"] = *in.Temperature
-	}
-	if in.TopP != nil {
-		out["top_p"] = *in.TopP
-	}
-	if in.TopK != nil {
-		out["top_k"] = *in.TopK
-	}
-	if stops := stopList(in.Stop); len(stops) > 0 {
-		out["stop_sequences"] = stops
-	}
-	if in.Stream {
-		out["stream"] = true
-	}
-	if in.User != "" {
-		out["metadata"] = map[string]string{"user_id": in.User}
-	}
-	if len(in.Tools) > 0 {
-		tools := make([]map[string]any, 0, len(in.Tools))
-		for _, t := range in.Tools {
-			tool := map[string]any{"name": t.Function.Name, "input_schema": compactOr(t.Function.Parameters, `{"type":"object","properties":{}}`)}
-			if t.Function.Description != "" {
-				tool["description"] = t.Function.Description
-			}
-			tools = append(tools, tool)
-		}
-		out["tools"] = tools
-	}
-	if choice := toolChoice(in.ToolChoice, in.ParallelToolCalls); choice != nil {
-		out["tool_choice"] = choice
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, Request{}, invalid("%v", err)
-	}
-	include := in.StreamOptions != nil && in.StreamOptions.IncludeUsage
-	return b, Request{Model: in.Model, Stream: in.Stream, IncludeUsage: include}, nil
-}
-
-func openAIMessageToAnthropic(m openAIMessage) (role string, blocks []map[string]any, err error) {
-	switch m.Role {
-	case "tool":
-		text, err := contentText(m.Content)
-		if err != nil {
-			return "", nil, err
-		}
-		return "user", []map[string]any{{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": text}}, nil
-	case "assistant":
-		role = "assistant"
-	default:
-		role = "user"
-	}
-	blocks, err = contentBlocks(m.Content)
-	if err != nil {
-		return "", nil, err
-	}
-	for _, c := range m.ToolCalls {
-		input := json.RawMessage(c.Function.Arguments)
-		if !json.Valid(input) || len(bytes.TrimSpace(input)) == 0 || bytes.TrimSpace(input)[0] != '{' {
-			input = json.RawMessage("{}")
-		}
-		blocks = append(blocks, map[string]any{"type": "tool_use", "id": c.ID, "name": c.Function.Name, "input": input})
-	}
-	return role, blocks, nil
-}
-
-// contentBlocks maps OpenAI message content (string or parts) to Anthropic blocks.
-func contentBlocks(raw json.RawMessage) ([]map[string]any, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		if s == "" {
-			return nil, nil
-		}
-		return []map[string]any{{"type": "text", "text": s}}, nil
-	}
-	var parts []openAIPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, errors.New(eitherError("content", "an array", raw, err)) // messages[i]. goes before it
-	}
-	var blocks []map[string]any
-	for _, p := range parts {
-		switch p.Type {
-		case "text":
-			blocks = append(blocks, map[string]any{"type": "text", "text": p.Text})
-		case "image_url":
-			if p.ImageURL != nil {
-				blocks = append(blocks, map[string]any{"type": "image", "source": imageSourceOf(p.ImageURL.URL)})
-			}
-		}
-	}
-	return blocks, nil
-}
-
-// imageSourceOf turns an image URL (a data: URL or a plain one) into an Anthropic source.
-func imageSourceOf(url string) imageSource {
-	if rest, ok := strings.CutPrefix(url, "data:"); ok {
-		if media, data, ok := strings.Cut(rest, ";base64,"); ok {
-			return imageSource{Type: "base64", MediaType: media, Data: data}
-		}
-	}
-	return imageSource{Type: "url", URL: url}
-}
-
-// contentText flattens OpenAI content (a string or parts) to text.
-func contentText(raw json.RawMessage) (string, error) {
-	blocks, err := contentBlocks(raw)
-	if err != nil {
-		return "", err
-	}
-	var texts []string
-	for _, b := range blocks {
-		if t, ok := b["text"].(string); ok {
-			texts = append(texts, t)
-		}
-	}
-	return strings.Join(texts, "\n"), nil
-}
-
-func stopList(raw json.RawMessage) []string {
-	var one string
-	if json.Unmarshal(raw, &one) == nil {
-		if one == "" {
-			return nil
-		}
-		return []string{one}
-	}
-	var list []string
-	json.Unmarshal(raw, &list)
-	return list
-}
-
-func toolChoice(raw json.RawMessage, parallel *bool) map[string]any {
-	var c map[string]any
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		switch s {
-		case "auto":
-			c = map[string]any{"type": "auto"}
-		case "required":
-			c = map[string]any{"type": "any"}
-		case "none":
-			c = map[string]any{"type": "none"}
-		}
+func (o *out) raw(p []byte) {
+	if o.dry {
+		o.n += len(p)
 	} else {
-		var named struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		if json.Unmarshal(raw, &named) == nil && named.Function.Name != "" {
-			c = map[string]any{"type": "tool", "name": named.Function.Name}
-		}
+		o.b = append(o.b, p...)
 	}
-	if parallel != nil && !*parallel {
-		if c == nil {
-			c = map[string]any{"type": "auto"}
-		}
-		if c["type"] != "none" {
-			c["disable_parallel_tool_use"] = true
-		}
-	}
-	return c
 }
 
-func jsonString(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
-	return b
+func (o *out) str(s string) {
+	if o.dry {
+		o.n += len(s)
+	} else {
+		o.b = append(o.b, s...)
+	}
 }
 
-// compactOr is raw without insignificant space, or def when raw is empty or not JSON.
-func compactOr(raw json.RawMessage, def string) json.RawMessage {
-	var buf bytes.Buffer
-	if len(raw) == 0 || json.Compact(&buf, raw) != nil || buf.String() == "null" {
-		return json.RawMessage(def)
+// text writes a string value's text, as escaped in the body (no quotes).
+func (o *out) text(s []byte) { o.raw(inner(s)) }
+
+// value writes a string value as it is, or "" when it is absent or null.
+func (o *out) value(s []byte) {
+	if present(s) == nil {
+		o.str(`""`)
+		return
 	}
-	return buf.Bytes()
+	o.raw(s)
+}
+
+// compact writes the JSON value v without insignificant space.
+func (o *out) compact(v []byte) {
+	if o.dry {
+		o.n += len(v)
+	} else {
+		o.b = appendCompact(o.b, v)
+	}
+}
+
+// escaped writes p as the text of a JSON string: its JSON, compacted when compact is set.
+func (o *out) escaped(p []byte, compact bool) {
+	switch {
+	case o.dry:
+		o.n += escapedCompactLen(p)
+	case compact:
+		o.b = appendEscapedCompact(o.b, p)
+	default:
+		o.b = appendEscaped(o.b, p)
+	}
+}
+
+// count notes one more message, block or tool.
+func (o *out) count() error {
+	if !o.dry {
+		return nil
+	}
+	if o.items++; o.items > MaxItems {
+		return tooLarge()
+	}
+	return nil
+}
+
+// countElements notes each element of the list arr.
+func (o *out) countElements(arr []byte) error {
+	if !o.dry || kind(arr) != '[' {
+		return nil
+	}
+	return eachElement(arr, func(int, []byte) error { return o.count() })
+}
+
+// mapBody runs write twice (see out) and returns what it wrote.
+func mapBody(write func(o *out) error) ([]byte, error) {
+	o := out{dry: true}
+	if err := write(&o); err != nil {
+		return nil, err
+	}
+	o.b, o.dry = make([]byte, 0, o.n), false
+	if err := write(&o); err != nil {
+		return nil, err
+	}
+	return o.b, nil
+}
+
+// checkBody is what every mapping checks first: the walk trusts the body's syntax.
+func checkBody(body []byte) error {
+	if !utf8.Valid(body) {
+		return invalid("request body is not valid UTF-8")
+	}
+	if !json.Valid(body) {
+		return invalid("request body is not valid JSON")
+	}
+	if kind(body[skipSpace(body, 0):]) != '{' {
+		return invalid("request body must be a JSON object")
+	}
+	return nil
+}
+
+// typeError is a member of the wrong type. Its path grows as it is returned through the
+// values that hold it (see at), so that the client reads messages[2].content[0].text.
+type typeError struct {
+	path, want string
+}
+
+func (e *typeError) Error() string {
+	return e.path + " must be " + e.want
+}
+
+func (e *typeError) Unwrap() error { return ErrInvalid }
+
+// at names where err happened: inside the value format names, when err is a typeError.
+func at(err error, format string, args ...any) error {
+	te, ok := err.(*typeError)
+	if !ok {
+		return err
+	}
+	where := fmt.Sprintf(format, args...)
+	if te.path != "" {
+		where += "." + te.path
+	}
+	return &typeError{path: where, want: te.want}
+}
+
+// checks finds the first member of a value that has the wrong type. A known member must
+// have its type, or be null (which means not given), as the API documents it.
+type checks struct{ err error }
+
+func (c *checks) want(v []byte, field, want string, kinds string) {
+	if c.err != nil {
+		return
+	}
+	if k := kind(v); k != 0 && k != 'n' && !strings.ContainsRune(kinds, rune(k)) {
+		c.err = &typeError{path: field, want: want}
+	}
+}
+
+func (c *checks) str(v []byte, field string)    { c.want(v, field, "a string", `"`) }
+func (c *checks) object(v []byte, field string) { c.want(v, field, "an object", "{") }
+func (c *checks) array(v []byte, field string)  { c.want(v, field, "an array", "[") }
+func (c *checks) boolean(v []byte, field string) {
+	c.want(v, field, "a boolean", "tf")
+}
+
+// integer: as the API's integer parameters are.
+func (c *checks) integer(v []byte, field string) {
+	if c.err != nil || present(v) == nil {
+		return
+	}
+	if _, err := strconv.ParseInt(string(v), 10, 64); kind(v) != '0' || err != nil {
+		c.err = &typeError{path: field, want: "an integer"}
+	}
+}
+
+// number: any finite number.
+func (c *checks) number(v []byte, field string) {
+	if c.err != nil || present(v) == nil {
+		return
+	}
+	if f, err := strconv.ParseFloat(string(v), 64); kind(v) != '0' || err != nil || math.IsInf(f, 0) {
+		c.err = &typeError{path: field, want: "a number"}
+	}
+}
+
+// value checks v itself (an element of a list): an object, or null.
+func (c *checks) value(v []byte) { c.object(v, "") }
+
+// isTrue reports whether the boolean value v is true.
+func isTrue(v []byte) bool { return kind(v) == 't' }
+
+// intValue is the integer value v (checked with wantInt), or def when it is absent.
+func intValue(v []byte, def int) int {
+	if kind(v) != '0' {
+		return def
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return def
+	}
+	return int(n)
+}
+
+// comma writes the separator before every element of a list but its first.
+type comma bool
+
+func (c *comma) next(o *out) {
+	if *c {
+		o.str(",")
+	}
+	*c = true
 }

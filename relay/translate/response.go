@@ -1,9 +1,12 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
+
+	"modelrelay/relay/endpoint"
 )
 
 // Usage is what a translated answer reported, for accounting.
@@ -32,6 +35,56 @@ type openAIUsage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
+// responseBlock is one content block of an Anthropic answer.
+type responseBlock struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	ID       string          `json:"id"`
+	Name     string          `json:"name"`
+	Input    json.RawMessage `json:"input"`
+	Thinking string          `json:"thinking"`
+}
+
+type openAIToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// contentText flattens OpenAI message content (a string, or parts whose text parts count)
+// to text.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	json.Unmarshal(raw, &parts)
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// compactOr is raw without insignificant space, or def when raw is empty or not JSON.
+func compactOr(raw json.RawMessage, def string) json.RawMessage {
+	var buf bytes.Buffer
+	if len(raw) == 0 || json.Compact(&buf, raw) != nil || buf.String() == "null" {
+		return json.RawMessage(def)
+	}
+	return buf.Bytes()
+}
+
 // Unparseable is returned beside a translated answer when a tool call's arguments were not
 // JSON: the block got {} and the raw text is here, for the caller's log.
 type Unparseable struct {
@@ -53,7 +106,7 @@ func OpenAIResponseToAnthropic(body []byte, model string) ([]byte, Usage, []Unpa
 		if r := c.Message.ReasoningContent + c.Message.Reasoning; r != "" {
 			content = append(content, map[string]string{"type": "thinking", "thinking": r, "signature": ""})
 		}
-		text, _ := contentText(c.Message.Content)
+		text := contentText(c.Message.Content)
 		if text == "" {
 			text = c.Message.Refusal
 		}
@@ -122,10 +175,10 @@ func finishReason(stop string) string {
 }
 
 type anthropicResponse struct {
-	ID         string           `json:"id"`
-	Content    []anthropicBlock `json:"content"`
-	StopReason string           `json:"stop_reason"`
-	Usage      *anthropicUsage  `json:"usage"`
+	ID         string          `json:"id"`
+	Content    []responseBlock `json:"content"`
+	StopReason string          `json:"stop_reason"`
+	Usage      *anthropicUsage `json:"usage"`
 }
 
 type anthropicUsage struct {
@@ -176,7 +229,8 @@ func AnthropicResponseToOpenAI(body []byte, model string) ([]byte, Usage, error)
 
 // ErrorBody re-shapes a target's error answer (status kept by the caller) into the client's
 // family: toAnthropic picks {"type":"error","error":{type,message}}, else OpenAI's
-// {"error":{message,type,code}}. The message is the target's, whatever shape it came in.
+// {"error":{message,type,code}}. The message is the target's, whatever shape it came in; the
+// type is the family's for the status, as the relay types its own errors.
 func ErrorBody(status int, body []byte, toAnthropic bool) []byte {
 	msg := errorMessage(body)
 	if msg == "" {
@@ -184,9 +238,9 @@ func ErrorBody(status int, body []byte, toAnthropic bool) []byte {
 	}
 	var v any
 	if toAnthropic {
-		v = map[string]any{"type": "error", "error": map[string]string{"type": AnthropicErrorType(status), "message": msg}}
+		v = map[string]any{"type": "error", "error": map[string]string{"type": endpoint.Anthropic.ErrorType(status), "message": msg}}
 	} else {
-		v = map[string]any{"error": map[string]any{"message": msg, "type": OpenAIErrorType(status), "code": nil}}
+		v = map[string]any{"error": map[string]any{"message": msg, "type": endpoint.OpenAI.ErrorType(status), "code": nil}}
 	}
 	b, _ := json.Marshal(v)
 	return b
@@ -224,40 +278,6 @@ func errorMessage(body []byte) string {
 		return string(v.Detail)
 	}
 	return ""
-}
-
-// AnthropicErrorType is Anthropic's error type for an HTTP status.
-func AnthropicErrorType(status int) string {
-	switch status {
-	case 400, 413, 422:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 429:
-		return "rate_limit_error"
-	case 503, 529:
-		return "overloaded_error"
-	}
-	return "api_error"
-}
-
-// OpenAIErrorType is OpenAI's error type for an HTTP status.
-func OpenAIErrorType(status int) string {
-	switch {
-	case status == 401:
-		return "authentication_error"
-	case status == 403:
-		return "permission_error"
-	case status == 429:
-		return "rate_limit_error"
-	case status >= 400 && status < 500:
-		return "invalid_request_error"
-	}
-	return "server_error"
 }
 
 func itoa(n int) string {

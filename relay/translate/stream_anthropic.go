@@ -3,9 +3,12 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"strconv"
 
 	"github.com/valyala/fastjson"
+
+	"modelrelay/relay/endpoint"
 )
 
 // Stream translates one server-sent-event stream as its bytes arrive.
@@ -225,11 +228,13 @@ func (s *anthropicStream) finish() {
 	s.done = true
 }
 
+// fail ends the stream with an error event, typed as an upstream failure (a 502).
 func (s *anthropicStream) fail(message string) {
 	if s.done {
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": "api_error", "message": message}})
+	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{
+		"type": endpoint.Anthropic.ErrorType(http.StatusBadGateway), "message": message}})
 	s.out = append(s.out, "event: error\ndata: "...)
 	s.out = append(s.out, b...)
 	s.out = append(s.out, "\n\n"...)

@@ -3,11 +3,14 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/valyala/fastjson"
+
+	"modelrelay/relay/endpoint"
 )
 
 // openAIStream turns Anthropic message events into OpenAI chat.completion.chunk events: a
@@ -190,11 +193,13 @@ func (s *openAIStream) end() {
 	s.done = true
 }
 
+// fail ends the stream with an error chunk, typed as an upstream failure (a 502).
 func (s *openAIStream) fail(message string) {
 	if s.done {
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": "upstream_error", "code": "upstream_error"}})
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message,
+		"type": endpoint.OpenAI.ErrorType(http.StatusBadGateway), "code": "upstream_error"}})
 	s.out = append(s.out, "data: "...)
 	s.out = append(s.out, b...)
 	s.out = append(s.out, "\n\n"...)

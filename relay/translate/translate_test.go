@@ -153,23 +153,37 @@ func TestErrorBody(t *testing.T) {
 
 func FuzzAnthropicRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
+	f.Add(items("blocks", MaxItems+1)) // over the cost bound
+	f.Add(items("tool results", MaxItems))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out, _, err := AnthropicToOpenAI(b)
-		checkMapped(t, out, err)
+		checkRequest(t, b, out, err)
 		if n, err := EstimateTokens(b); err == nil && n < 0 {
 			t.Fatalf("estimate %d", n)
 		}
 		out, err = TokenizeRequest(b)
-		checkMapped(t, out, err)
+		checkRequest(t, b, out, err)
 	})
 }
 
 func FuzzOpenAIRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	f.Add(items("parts", MaxItems+1)) // over the cost bound
+	f.Add(items("tool calls", MaxItems))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out, _, err := OpenAIToAnthropic(b, 16)
-		checkMapped(t, out, err)
+		checkRequest(t, b, out, err)
 	})
+}
+
+// checkRequest: a request mapping fails or yields JSON, no larger than a few times its input
+// plus what each of its (bounded) items may add (a tool's default schema, a role).
+func checkRequest(t *testing.T, in, out []byte, err error) {
+	t.Helper()
+	checkMapped(t, out, err)
+	if err == nil && len(out) > 3*len(in)+128*MaxItems {
+		t.Fatalf("%d bytes mapped to %d", len(in), len(out))
+	}
 }
 
 func FuzzResponses(f *testing.F) {

@@ -1,5 +1,5 @@
 // Command devcoordinator runs the AppProxy coordinator test double on its own, so worker mode
-// can be tried locally without a Backend.AI cluster (see the README's walkthrough). Besides the
+// can be tried locally without a Backend.AI cluster (README.md's AppProxy walkthrough runs it). Besides the
 // coordinator's worker API it serves a small /dev API to create and remove circuits:
 //
 //	POST   /dev/circuits       {"subdomain":"llama","routes":[{"host":"127.0.0.1","port":8000,"ratio":1}],
