@@ -311,7 +311,7 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 			}
 			return
 		}
-		s.answer(ctx, pool, out, err)
+		s.answerError(ctx, pool, out, err)
 	}
 	if models == nil {
 		pool := s.pool(at.Pool)
@@ -366,8 +366,9 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 	fail(failPool, failErr)
 }
 
-// answer writes a failure the relay answers itself, in the pool's own words where it has them.
-func (s *Server) answer(ctx context.Context, pool *Pool, out *answer, err error) {
+// answerError writes a failure the relay answers itself, in the pool's own words where it has
+// them.
+func (s *Server) answerError(ctx context.Context, pool *Pool, out *answer, err error) {
 	err = s.answerFor(ctx, err)
 	if pool != nil && !out.started() {
 		if own := pool.ownAnswer(err); own != nil {
