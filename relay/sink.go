@@ -26,23 +26,32 @@ type Sink interface {
 	End() error
 }
 
-// answer is one request's way back to the client: every sink its attempts may compose, held by
-// value so that composing a chain allocates nothing, and what the chain code keeps between
-// attempts. It is owned by the request's goroutine; only the commit's gate is shared, with the
-// request-timeout timer.
+// answer is one request's way back to the client: every sink its attempts may compose, and
+// what the chain code keeps between attempts. The sinks live here, so composing a chain
+// allocates nothing (the rare sinks once per request that needs one). It is owned by the
+// request's goroutine; only the commit's gate is shared, with the request-timeout timer.
 type answer struct {
 	// where names what serves the request; the chain code sets it per model and attempt.
 	where servedBy
 	// kept is a failure held from an earlier attempt: the answer if the chain runs out.
 	kept *heldAnswer
 
-	client    clientWriter
-	commit    commitSink
-	hold      holdSink
+	// The sinks most answers pass, by value.
+	client clientWriter
+	commit commitSink
+	hold   holdSink
+	tap    tapSink // in every chain once the request asks to read usage (tapUsage)
+	// The sinks only some requests pass, allocated together when a request first needs one
+	// (see some): the common answer stays no larger than the writer it replaced.
+	rare     *rareSinks
+	withMeta bool // the request asked for x_pool_meta (addMeta)
+}
+
+// rareSinks are the sinks of a probe, a translation and x_pool_meta.
+type rareSinks struct {
 	learn     learnSink
-	tap       tapSink // in every chain once the request asks to read usage (tapUsage)
 	translate translateSink
-	meta      *metaSink // nil unless the request asked for x_pool_meta (addMeta)
+	meta      metaSink
 }
 
 // attemptPlan is what one attempt decided about its answer.
@@ -64,14 +73,22 @@ type servedBy struct {
 
 func newAnswer(w http.ResponseWriter, d Dialect, maxStream int64, arrival time.Time) *answer {
 	a := &answer{}
-	a.client = clientWriter{w: w, rc: http.NewResponseController(w), dialect: d, maxStream: maxStream, where: &a.where}
+	a.client = clientWriter{w: w, dialect: d, maxStream: maxStream, where: &a.where}
 	a.commit.arrival = arrival
-	a.learn.dialect = d
 	return a
 }
 
+// some returns the rare sinks, made on first use.
+func (a *answer) some() *rareSinks {
+	if a.rare == nil {
+		a.rare = &rareSinks{learn: learnSink{dialect: a.client.dialect},
+			meta: metaSink{where: &a.where, arrival: a.commit.arrival}}
+	}
+	return a.rare
+}
+
 // addMeta asks for x_pool_meta in a whole JSON answer (the request carried x_pool_options).
-func (a *answer) addMeta() { a.meta = &metaSink{where: &a.where, arrival: a.commit.arrival} }
+func (a *answer) addMeta() { a.withMeta = true }
 
 // tapUsage reads what a successful answer used with t; strip takes the usage chunk out of an
 // OpenAI stream (the relay asked for it, the client did not).
@@ -79,9 +96,9 @@ func (a *answer) tapUsage(t *usage.Tap, strip bool) { a.tap.usage, a.tap.strip =
 
 // compose builds the chain one attempt's answer passes through, once per attempt, and returns
 // its target end. Each line wraps one transformation where the plans ask for it: a new
-// transformation is a sink type in its own file and one line here (allocated in that line, or
-// held in answer by value when most requests pass it, so that the common chain allocates
-// nothing). The lines wrap from the client outwards; an answer passes the sinks in this order:
+// transformation is a sink type in its own file and one line here (its sink held in answer or
+// among the rare sinks). The lines wrap from the client outwards; an answer passes the sinks in
+// this order:
 //
 //	hold      keeps a probe's refusal (for a translated replay) or a failure (for another
 //	          target or model) from the client
@@ -94,18 +111,18 @@ func (a *answer) tapUsage(t *usage.Tap, strip bool) { a.tap.usage, a.tap.strip =
 func (a *answer) compose(at attemptPlan) Sink {
 	var s Sink = &a.client
 	a.client.ender = nil // a sink that speaks the stream to the client claims it below
-	if a.meta != nil {
-		s = a.meta.wrap(s)
+	if a.withMeta {
+		s = a.some().meta.wrap(s)
 	}
 	if at.conv != nil {
-		s = a.translate.wrap(s, at.conv, &a.client)
+		s = a.some().translate.wrap(s, at.conv, &a.client)
 	}
 	if a.tap.usage != nil {
 		s = a.tap.wrap(s, at.conv == nil)
 	}
 	s = a.commit.wrap(s)
 	if at.learn != nil {
-		s = a.learn.wrap(s, at.learn)
+		s = a.some().learn.wrap(s, at.learn)
 	}
 	if at.probing || at.keepFailures {
 		s = a.hold.wrap(s, at.probing, at.keepFailures)

@@ -11,7 +11,7 @@ import (
 )
 
 func newClient(w http.ResponseWriter, d Dialect, maxStream int64, where servedBy) *clientWriter {
-	return &clientWriter{w: w, rc: http.NewResponseController(w), dialect: d, maxStream: maxStream, where: &where}
+	return &clientWriter{w: w, dialect: d, maxStream: maxStream, where: &where}
 }
 
 func TestClientWriterHead(t *testing.T) {
