@@ -28,7 +28,7 @@ type Sink interface {
 
 // answer is one request's way back to the client: every sink its attempts may compose, and
 // what the chain code keeps between attempts. The sinks live here, so composing a chain
-// allocates nothing (the rare sinks once per request that needs one). It is owned by the
+// allocates nothing (the extras once, for a request that needs one). It is owned by the
 // request's goroutine; only the commit's gate is shared, with the request-timeout timer.
 type answer struct {
 	// where names what serves the request; the chain code sets it per model and attempt.
@@ -42,13 +42,13 @@ type answer struct {
 	hold   holdSink
 	tap    tapSink // in every chain once the request asks to read usage (tapUsage)
 	// The sinks only some requests pass, allocated together when a request first needs one
-	// (see some): the common answer stays no larger than the writer it replaced.
-	rare     *rareSinks
+	// (see extras): the common answer stays no larger than the writer it replaced.
+	extra    *extraSinks
 	withMeta bool // the request asked for x_pool_meta (addMeta)
 }
 
-// rareSinks are the sinks of a probe, a translation and x_pool_meta.
-type rareSinks struct {
+// extraSinks are the sinks of a probe, a translation and x_pool_meta.
+type extraSinks struct {
 	learn     learnSink
 	translate translateSink
 	meta      metaSink
@@ -78,13 +78,13 @@ func newAnswer(w http.ResponseWriter, d Dialect, maxStream int64, arrival time.T
 	return a
 }
 
-// some returns the rare sinks, made on first use.
-func (a *answer) some() *rareSinks {
-	if a.rare == nil {
-		a.rare = &rareSinks{learn: learnSink{dialect: a.client.dialect},
+// extras returns the sinks only some requests pass, made on first use.
+func (a *answer) extras() *extraSinks {
+	if a.extra == nil {
+		a.extra = &extraSinks{learn: learnSink{dialect: a.client.dialect},
 			meta: metaSink{where: &a.where, arrival: a.commit.arrival}}
 	}
-	return a.rare
+	return a.extra
 }
 
 // addMeta asks for x_pool_meta in a whole JSON answer (the request carried x_pool_options).
@@ -97,7 +97,7 @@ func (a *answer) tapUsage(t *usage.Tap, strip bool) { a.tap.usage, a.tap.strip =
 // compose builds the chain one attempt's answer passes through, once per attempt, and returns
 // its target end. Each line wraps one transformation where the plans ask for it: a new
 // transformation is a sink type in its own file and one line here (its sink held in answer or
-// among the rare sinks). The lines wrap from the client outwards; an answer passes the sinks in
+// among the extras). The lines wrap from the client outwards; an answer passes the sinks in
 // this order:
 //
 //	hold      keeps a probe's refusal (for a translated replay) or a failure (for another
@@ -112,17 +112,17 @@ func (a *answer) compose(at attemptPlan) Sink {
 	var s Sink = &a.client
 	a.client.ender = nil // a sink that speaks the stream to the client claims it below
 	if a.withMeta {
-		s = a.some().meta.wrap(s)
+		s = a.extras().meta.wrap(s)
 	}
 	if at.conv != nil {
-		s = a.some().translate.wrap(s, at.conv, &a.client)
+		s = a.extras().translate.wrap(s, at.conv, &a.client)
 	}
 	if a.tap.usage != nil {
 		s = a.tap.wrap(s, at.conv == nil)
 	}
 	s = a.commit.wrap(s)
 	if at.learn != nil {
-		s = a.some().learn.wrap(s, at.learn)
+		s = a.extras().learn.wrap(s, at.learn)
 	}
 	if at.probing || at.keepFailures {
 		s = a.hold.wrap(s, at.probing, at.keepFailures)
