@@ -18,7 +18,7 @@ const (
 type member struct {
 	// Read by every selection: kept together at the front.
 	kind          memberKind
-	star          bool // a catch-all ("*"): serves the models no live target names (candidatesLocked)
+	star          bool // a catch-all ("*"): serves the models no live target names (serving)
 	draining      bool
 	out           outFlags // why, besides draining, it takes nothing new: one test for all
 	maxConcurrent int      // 0 = no cap (upstreams only)

@@ -26,8 +26,8 @@ type Pool struct {
 	members    []*member // registration order
 	queue      requestQueue
 	cursor     map[string]uint64    // per model: seq of the member chosen last
-	index      map[string][]*member // model -> members naming it; nil = rebuild (see candidatesLocked)
-	stars      []*member            // the catch-all members (see candidatesLocked)
+	index      map[string][]*member // model -> members naming it; nil = rebuild (see indexLocked)
+	stars      []*member            // the catch-all members (see serving)
 	knownUntil map[string]time.Time // models whose last advertiser left recently
 	ramping    []*member            // members in slow start (see rampLocked)
 	// Optional answers of the control plane's own for the two failures it defines.
@@ -46,6 +46,10 @@ type Pool struct {
 	// under mu, the request path records into them after mu.
 	prefixes *prefix.Index
 	sessions *prefix.Sessions
+	// Selection (select.go): the rules that read a request's wishes, and the working set
+	// every selection reuses.
+	rules []policy
+	sel   candidates
 }
 
 // poolConfig is what every pool of a server shares.
@@ -77,6 +81,7 @@ func newPool(name string, cfg *poolConfig, failFast bool) *Pool {
 		p.prefixes = prefix.NewIndex(cfg.sched.PrefixCacheEntries)
 		p.sessions = prefix.NewSessions(cfg.sched.AffinityTTL, maxSessions)
 	}
+	p.rules = selectionRules(&cfg.sched, p.sessions, p.prefixes)
 	return p
 }
 
@@ -103,192 +108,6 @@ func (p *Pool) placed(req *Request, m *member) {
 
 // Name is the pool's name (a provider name, or "circuit:<id>").
 func (p *Pool) Name() string { return p.name }
-
-// pickLocked chooses the member for model: lowest load among available members that serve
-// it, other than avoid; ties go round-robin after the member chosen last for this model (or
-// by smooth weighted round-robin when the tied members carry different weights). known
-// reports whether any member serves the model at all, available or not. Ties are decided by
-// seq, not by the order of iteration, so the model index needs no merging. While a member is
-// in slow start, ties go by smooth weighted round-robin on the weights slow start gave back so
-// far (see weightNow and rampLocked).
-func (p *Pool) pickLocked(model string, avoid *member, req *Request) (chosen *member, known bool) {
-	var now clock
-	list := p.candidatesLocked(model, &now)
-	if len(list) == 0 {
-		return nil, false
-	}
-	last := p.cursor[model]
-	best := -1.0
-	var first, afterCursor *member
-	sameWeight := true
-	for _, m := range list {
-		if m == avoid || !m.available() {
-			continue
-		}
-		l := m.load()
-		switch {
-		case best < 0 || l < best:
-			best, first, afterCursor, sameWeight = l, m, nil, true
-		case l > best:
-			continue
-		case m.seq < first.seq:
-			first = m
-		}
-		if m.weight != first.weight {
-			sameWeight = false
-		}
-		if m.seq > last && (afterCursor == nil || m.seq < afterCursor.seq) {
-			afterCursor = m
-		}
-	}
-	switch {
-	case first == nil:
-		return nil, true
-	case req != nil && (req.prefer != "" || req.prompt != nil):
-		if m := p.placeLocked(req, list, best, avoid, last); m != nil {
-			return m, true
-		}
-	}
-	switch {
-	case !sameWeight || len(p.ramping) > 0:
-		return p.smoothWeightedLocked(list, best, avoid), true
-	case afterCursor != nil:
-		return afterCursor, true
-	}
-	return first, true
-}
-
-// placeLocked is the part of selection that reads the request beyond its model (its preferred
-// target, session and prompt), or nil for plain least-load: the preferred target whenever it has room; else,
-// among targets whose load is within affinity_slack of the lowest, the session's last target;
-// else, for a request without a session or with a new one, the target holding the longest
-// prefix of its prompt when that covers at least prefix_min_match of the prompt's blocks
-// (ties: lower load, then round robin after the cursor). A prefix every target holds ties
-// everywhere, so a shared system prompt never pulls all traffic to one target.
-func (p *Pool) placeLocked(req *Request, list []*member, lowest float64, avoid *member, cursor uint64) *member {
-	bound := lowest + float64(p.cfg.sched.AffinitySlack)
-	var sessionTarget uint64
-	hasSession := false
-	var blocks []uint64
-	if pr := req.prompt; pr != nil && p.prefixes != nil {
-		if pr.Session != "" {
-			sessionTarget, hasSession = p.sessions.Get(pr.Session, time.Now())
-		}
-		if !hasSession {
-			blocks = pr.Blocks
-		}
-	}
-	var session, held *member
-	bestMatch := 0
-	for _, m := range list {
-		if m == avoid || !m.available() {
-			continue
-		}
-		if req.prefer != "" && (m.id == req.prefer || m.name == req.prefer) {
-			return m
-		}
-		if m.load() > bound {
-			continue
-		}
-		if hasSession && m.seq == sessionTarget {
-			session = m
-		}
-		if len(blocks) == 0 {
-			continue
-		}
-		n := p.prefixes.Match(m.seq, blocks)
-		if n == 0 || n < bestMatch {
-			continue
-		}
-		if n > bestMatch || m.load() < held.load() || (m.load() == held.load() && rrBefore(m.seq, held.seq, cursor)) {
-			held, bestMatch = m, n
-		}
-	}
-	if session != nil {
-		return session
-	}
-	if held != nil && float64(bestMatch) >= p.cfg.sched.PrefixMinMatch*float64(len(blocks)) {
-		return held
-	}
-	return nil
-}
-
-// rrBefore says whether seq a comes before seq b in round-robin order after cursor.
-func rrBefore(a, b, cursor uint64) bool {
-	if (a > cursor) != (b > cursor) {
-		return a > cursor
-	}
-	return a < b
-}
-
-// candidatesLocked returns the members that serve model, in registration order. A model finds
-// its targets by name first: the members that name it serve it while any of them can still
-// take work (not draining, not gone, not breaker-open: a busy one can, and requests wait for
-// it). The catch-all members (models "*") serve only a model that no such member names: one
-// nobody names, or one whose named targets are all down, which would otherwise be refused.
-// A catch-all is often another deployment altogether (a cloud endpoint, a proxy), so it takes
-// no overflow from a named model's busy targets. Every selection starts here, so this is
-// where slow-start weights are brought up to date (rampLocked; kept out of pickLocked's body,
-// whose loop measured slower with it there).
-func (p *Pool) candidatesLocked(model string, now *clock) []*member {
-	if len(p.ramping) > 0 {
-		p.rampLocked()
-	}
-	named, stars := p.indexLocked(model)
-	if len(stars) == 0 || p.namedServeLocked(named, now) {
-		return named
-	}
-	return stars
-}
-
-// namedServeLocked reports whether any of named, the members naming a model, can still take
-// work: then they, not the catch-alls, serve the model.
-func (p *Pool) namedServeLocked(named []*member, now *clock) bool {
-	for _, m := range named {
-		if !m.draining && m.live(now) {
-			return true
-		}
-	}
-	return false
-}
-
-// indexLocked returns the members that name model and those that serve any model, each in
-// registration order. The index is rebuilt only after membership or models changed.
-func (p *Pool) indexLocked(model string) (named, stars []*member) {
-	if p.index == nil {
-		p.index = make(map[string][]*member)
-		p.stars = p.stars[:0]
-		for _, m := range p.members {
-			if m.star {
-				p.stars = append(p.stars, m)
-			}
-			for _, name := range m.models {
-				p.index[name] = append(p.index[name], m)
-			}
-		}
-	}
-	return p.index[model], p.stars
-}
-
-// smoothWeightedLocked splits a tie at load among the available candidates by smooth weighted
-// round-robin on their weights now (weightNow).
-func (p *Pool) smoothWeightedLocked(list []*member, load float64, avoid *member) *member {
-	var chosen *member
-	var total float64
-	for _, m := range list {
-		if m == avoid || !m.available() || m.load() != load {
-			continue
-		}
-		w := m.weightNow()
-		total += w
-		m.swrrCurrent += w
-		if chosen == nil || m.swrrCurrent > chosen.swrrCurrent {
-			chosen = m
-		}
-	}
-	chosen.swrrCurrent -= total
-	return chosen
-}
 
 func (p *Pool) assignLocked(m *member, req *Request) {
 	m.inFlight++
@@ -343,7 +162,7 @@ func (p *Pool) estimateLocked(model string, now *clock) time.Duration {
 	ahead := p.queue.len()
 	list := p.members
 	if model != "" {
-		list = p.candidatesLocked(model, now)
+		list = p.servingLocked(model, now)
 		ahead = 0
 		if l := p.queue.byModel[model]; l != nil {
 			ahead = l.len()
@@ -408,8 +227,18 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 func (p *Pool) hasFree(model string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m, _ := p.pickLocked(model, nil, nil)
-	return m != nil && !p.removed
+	if p.removed {
+		return false
+	}
+	// Eligibility alone: picking would move the weighted round robin on for a request this
+	// pool may never serve, skewing the weights' shares on routes with several pools.
+	var now clock
+	served := p.servingLocked(model, &now)
+	if len(served) == 0 {
+		return false
+	}
+	p.sel.gather(served, nil)
+	return len(p.sel.least) > 0
 }
 
 // another assigns req to a free target of the pool other than tried, if there is one now:
@@ -670,11 +499,11 @@ func (p *Pool) sweepLocked(now *clock) {
 // an idle compatible target.
 func (p *Pool) dispatchForLocked(m *member) {
 	var now clock
-	var serves func(model string) bool // a catch-all's: the models it serves now (candidatesLocked)
+	var serves func(model string) bool // a catch-all's: the models it serves now (serving)
 	if m.star {
 		serves = func(model string) bool {
 			named, _ := p.indexLocked(model)
-			return slices.Contains(m.models, model) || !p.namedServeLocked(named, &now)
+			return slices.Contains(m.models, model) || !namedServe(named, &now)
 		}
 	}
 	for m.available() {

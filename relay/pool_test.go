@@ -78,6 +78,24 @@ func TestSmoothWeightsOneToThree(t *testing.T) {
 	}
 }
 
+// Asking whether a pool has room (a route with several pools asks each) takes no turn of its
+// weighted round robin: the shares stay 1:3 however often it is asked.
+func TestHasFreeTakesNoTurn(t *testing.T) {
+	p := testPool(upstreamMember("a", 1), upstreamMember("b", 3))
+	count := map[string]int{}
+	for range 400 {
+		for range 3 { // with the pick, a whole period of the 1:3 round: any turn taken shows
+			if !p.hasFree("any") {
+				t.Fatal("hasFree: false with two idle targets")
+			}
+		}
+		count[picks(t, p, "any", 1, true)[0]]++
+	}
+	if count["a"] != 100 || count["b"] != 300 {
+		t.Fatalf("got %v, want a:100 b:300", count)
+	}
+}
+
 func TestSelectionSkipsWhatCannotServe(t *testing.T) {
 	draining := worker("draining", 4, 0, "m")
 	draining.draining = true

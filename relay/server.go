@@ -80,11 +80,14 @@ type Backend struct {
 	APIKey string
 }
 
-// Scheduling shapes placement and the order of waiting requests.
+// Scheduling shapes placement (selection, select.go) and the order of waiting requests.
 type Scheduling struct {
-	CacheAware         bool          // routing: cache_aware (false = least_load)
-	AffinityTTL        time.Duration // a session returns to its last target for this long (5 m)
-	AffinitySlack      int           // ... while that target's load is at most the lowest + this (2; negative = 0)
+	CacheAware  bool          // routing: cache_aware (false = least_load)
+	AffinityTTL time.Duration // a session returns to its last target for this long (5 m)
+	// AffinitySlack: a session returns, and a prompt goes to the target holding its prefix,
+	// while that target's load is at most the lowest + this. 0 = a quarter of the target's
+	// max_concurrent, at least 2; negative = none (the lowest load only).
+	AffinitySlack      int
 	PrefixMinMatch     float64       // share of a prompt's blocks a target must hold to win it (0.3)
 	PrefixCacheEntries int           // block hashes remembered per target (16384)
 	PriorityAging      time.Duration // a waiter's class rises one step per this much waiting (10 s)
@@ -96,12 +99,6 @@ type Scheduling struct {
 func (o *Scheduling) fill() {
 	if o.AffinityTTL <= 0 {
 		o.AffinityTTL = 5 * time.Minute
-	}
-	switch {
-	case o.AffinitySlack == 0:
-		o.AffinitySlack = 2
-	case o.AffinitySlack < 0:
-		o.AffinitySlack = 0
 	}
 	if o.PrefixMinMatch <= 0 || o.PrefixMinMatch > 1 {
 		o.PrefixMinMatch = 0.3

@@ -28,6 +28,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,6 +37,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,8 +49,8 @@ type placementScenario struct {
 	title         string // what the report's heading says about it
 	shape         placementShape
 	sim           simParams
-	maxConcurrent int // the relay's max_concurrent per replica
-	affinitySlack int // the relay's affinity_slack (0: its default)
+	maxConcurrent int  // the relay's max_concurrent per replica
+	affinitySlack *int // the relay's affinity_slack; nil = the relay's default
 }
 
 // chatScenario is short support chats on an 8B-class replica (simcache.go gives the reasons
@@ -134,7 +136,15 @@ func (sc *placementScenario) register(fs *flag.FlagSet) {
 		fs.DurationVar(&sh.Pause, prefix+"think", sh.Pause, sc.name+": mean pause between an answer and the next turn (uniform 0.5×..1.5×)")
 	}
 	fs.IntVar(&sc.maxConcurrent, prefix+"max-concurrent", sc.maxConcurrent, sc.name+": the relay's max_concurrent per replica")
-	fs.IntVar(&sc.affinitySlack, prefix+"affinity-slack", sc.affinitySlack, sc.name+": the relay's affinity_slack (0: its default)")
+	fs.Func(prefix+"affinity-slack", sc.name+": the relay's affinity_slack (default: the relay's own, a quarter of -"+prefix+"max-concurrent, at least 2)",
+		func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return errors.New("want an integer, at least 0")
+			}
+			sc.affinitySlack = &n
+			return nil
+		})
 	sc.sim.register(fs, prefix)
 }
 
@@ -143,8 +153,6 @@ func (sc placementScenario) validate() error {
 	switch {
 	case sh.Conversations < 1 || sh.Turns < 1 || sc.maxConcurrent < 1:
 		return fmt.Errorf("-conversations, -turns and -%s.max-concurrent must be at least 1", sc.name)
-	case sc.affinitySlack < 0:
-		return fmt.Errorf("-%s.affinity-slack must be at least 0", sc.name)
 	case sh.SystemBytes < len(sh.Intro) || sh.ToolsBytes < 0 || sh.UserMin < 1 || sh.UserMax < sh.UserMin:
 		return fmt.Errorf("%s: -system-bytes must be at least %d, -tools-bytes at least 0, and 1 <= -user-min <= -user-max", sc.name, len(sh.Intro))
 	case sh.DocMin < 0 || sh.DocMax < sh.DocMin:
@@ -352,8 +360,8 @@ func placementConfig(opts placementOptions, sc placementScenario, policy, listen
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: %s\nlog_level: warn\nmax_queue_len: %d\nrouting: %s\n",
 		listen, 4*sc.shape.Conversations, policy)
-	if sc.affinitySlack != 0 {
-		fmt.Fprintf(&b, "affinity_slack: %d\n", sc.affinitySlack)
+	if sc.affinitySlack != nil {
+		fmt.Fprintf(&b, "affinity_slack: %d\n", *sc.affinitySlack)
 	}
 	if opts.prefixMinMatch != 0 {
 		fmt.Fprintf(&b, "prefix_min_match: %g\n", opts.prefixMinMatch)
@@ -597,11 +605,12 @@ func (sr scenarioResult) report(b *strings.Builder) {
 	fmt.Fprintf(b, "| cache hit ratio | %.1f%% → %.1f%% | | |\n", 100*g.hitBase, 100*g.hitAware)
 }
 
-func slackText(slack int) string {
-	if slack == 0 {
-		return "the relay's default"
+// slackText is how the report states a workload's affinity_slack.
+func slackText(slack *int) string {
+	if slack == nil {
+		return "the relay's default (a quarter of max_concurrent, at least 2)"
 	}
-	return fmt.Sprint(slack)
+	return fmt.Sprint(*slack)
 }
 
 // decodeStallText says how prefill holds up decoding on the replica.

@@ -61,14 +61,13 @@ func docScenario() placementScenario {
 // their answers at once: then least_load keeps a conversation on the replica that just
 // answered it, which has just become the least loaded, and both policies look the same.
 //
-// The relay runs with affinity_slack 8, docs/scheduling.md's rule for replicas that run many
-// streams each (a quarter of max_concurrent 32). With 16 conversations per replica, in-flight counts
-// differ by more than the default 2 much of the time, so the default moves about a third of
-// the turns away from the replica holding their history, and each move prefills the whole
-// document again (-rush.affinity-slack 0 runs the default; docs/measurements.md has both).
+// The relay runs with its default affinity_slack, a quarter of max_concurrent: 8 here. With
+// 16 conversations per replica, in-flight counts differ by more than 2 much of the time, so a
+// slack of 2 (-rush.affinity-slack 2) moves about a third of the turns away from the replica
+// holding their history, and each move prefills the whole document again.
 func rushScenario() placementScenario {
 	sc := docScenario()
-	sc.name, sc.title, sc.affinitySlack = "rush", "70B-class replicas past least_load's prefill capacity, closed-loop chat over long documents", 8
+	sc.name, sc.title = "rush", "70B-class replicas past least_load's prefill capacity, closed-loop chat over long documents"
 	sc.shape.OpenLoop, sc.shape.Stagger, sc.shape.Pause = false, 100*time.Millisecond, time.Second
 	return sc
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -155,15 +156,20 @@ func TestParsePlacementOptions(t *testing.T) {
 		!o.scenarios[0].shape.OpenLoop || o.scenarios[0].sim != agentScenario().sim {
 		t.Errorf("doc workload: %+v, %v", o.scenarios, err)
 	}
-	// rush is doc's sessions as a closed loop, with the relay's affinity_slack its own.
+	// rush is doc's sessions as a closed loop; both leave affinity_slack to the relay unless
+	// a flag sets it, 0 included.
 	o, err = parsePlacementOptions([]string{"-workloads", "rush,doc", "-doc.affinity-slack", "3"}, io.Discard)
 	if err != nil || len(o.scenarios) != 2 {
 		t.Fatalf("rush and doc: %+v, %v", o.scenarios, err)
 	}
 	rush, doc := o.scenarios[0], o.scenarios[1]
-	if rush.name != "rush" || rush.shape.OpenLoop || rush.affinitySlack != 8 || rush.sim != doc.sim || rush.shape.DocMax != doc.shape.DocMax ||
-		doc.affinitySlack != 3 {
+	if rush.name != "rush" || rush.shape.OpenLoop || rush.affinitySlack != nil || rush.sim != doc.sim || rush.shape.DocMax != doc.shape.DocMax ||
+		doc.affinitySlack == nil || *doc.affinitySlack != 3 {
 		t.Errorf("rush %+v\ndoc %+v", rush, doc)
+	}
+	o, err = parsePlacementOptions([]string{"-workloads", "rush", "-rush.affinity-slack", "0"}, io.Discard)
+	if err != nil || len(o.scenarios) != 1 || o.scenarios[0].affinitySlack == nil || *o.scenarios[0].affinitySlack != 0 {
+		t.Errorf("-rush.affinity-slack 0: %+v, %v", o.scenarios, err)
 	}
 	for _, bad := range [][]string{{"-workloads", "batch"}, {"-agent.user-min", "0"}, {"-chat.chunk-blocks", "-1"}, {"-policies", ""},
 		{"-workloads", "rush", "-rush.affinity-slack", "-1"},
@@ -187,10 +193,12 @@ func TestPlacementConfig(t *testing.T) {
 	if strings.Contains(got, "affinity_slack") || strings.Contains(got, "prefix_min_match") {
 		t.Errorf("config sets relay defaults it was not asked to:\n%s", got)
 	}
-	sc.affinitySlack = 8
-	if got := placementConfig(placementOptions{prefixMinMatch: 0.5}, sc, "cache_aware", "127.0.0.1:9", sims); !strings.Contains(got, "affinity_slack: 8\n") ||
-		!strings.Contains(got, "prefix_min_match: 0.5\n") {
-		t.Errorf("config lacks the workload's affinity_slack or the run's prefix_min_match:\n%s", got)
+	for _, slack := range []int{8, 0} {
+		sc.affinitySlack = &slack
+		if got := placementConfig(placementOptions{prefixMinMatch: 0.5}, sc, "cache_aware", "127.0.0.1:9", sims); !strings.Contains(got, fmt.Sprintf("affinity_slack: %d\n", slack)) ||
+			!strings.Contains(got, "prefix_min_match: 0.5\n") {
+			t.Errorf("config lacks the workload's affinity_slack %d or the run's prefix_min_match:\n%s", slack, got)
+		}
 	}
 }
 

@@ -55,7 +55,7 @@ type Config struct {
 	Fallbacks              map[string][]string // model -> alternates in order; file only
 	Routing                string              // least_load or cache_aware (lowercased)
 	AffinityTTL            time.Duration       // a session returns to its last target for this long
-	AffinitySlack          int                 // ... while that target's load is at most the lowest + this
+	AffinitySlack          *int                // ... while that target's load is at most the lowest + this (nil: the relay's default)
 	PrefixMinMatch         float64             // share of a prompt's blocks a target must hold to win it
 	PrefixCacheEntries     int                 // block hashes remembered per target
 	PriorityAging          time.Duration       // a waiter's class rises one step per this much waiting
@@ -202,7 +202,8 @@ var settings = []setting{
 	{key: "demo", flag: "demo", env: "MODELRELAY_DEMO", boolean: true},
 }
 
-// routingPolicies are the values of `routing`.
+// routingPolicies are the values of `routing`: least_load picks by load alone; cache_aware
+// also returns a session to its last target and a prompt to the target holding its prefix.
 var routingPolicies = []string{"least_load", "cache_aware"}
 
 // priorityClasses are the values of `max_client_priority`, highest first.
@@ -260,7 +261,6 @@ func defaultValues() map[string]any {
 		"slow_start":                     30 * time.Second,
 		"routing":                        "cache_aware",
 		"affinity_ttl":                   5 * time.Minute,
-		"affinity_slack":                 2,
 		"prefix_min_match":               0.3,
 		"prefix_cache_entries":           16384,
 		"priority_aging":                 10 * time.Second,

@@ -104,6 +104,16 @@ func toInt64(v any) (int64, bool) {
 	return 0, false
 }
 
+// optionalInt is int for a key whose default is not a number (it depends on something else):
+// nil when no layer sets it, so that 0 stays a value of its own.
+func (d *decoder) optionalInt(key string) *int {
+	if d.get(key) == nil {
+		return nil
+	}
+	n := d.int(key)
+	return &n
+}
+
 func (d *decoder) float(key string) float64 {
 	v := d.get(key)
 	var f float64
@@ -326,7 +336,7 @@ func decodeConfig(k *koanf.Koanf, p *problems) Config {
 		SlowStart:              d.duration("slow_start"),
 		Routing:                strings.ToLower(d.str("routing")),
 		AffinityTTL:            d.duration("affinity_ttl"),
-		AffinitySlack:          d.int("affinity_slack"),
+		AffinitySlack:          d.optionalInt("affinity_slack"),
 		PrefixMinMatch:         d.float("prefix_min_match"),
 		PrefixCacheEntries:     d.int("prefix_cache_entries"),
 		PriorityAging:          d.duration("priority_aging"),

@@ -87,7 +87,7 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		SlowStart:          30 * time.Second,
 		Routing:            "cache_aware",
 		AffinityTTL:        5 * time.Minute,
-		AffinitySlack:      2,
+		AffinitySlack:      nil, // the relay's: a quarter of each target's max_concurrent, at least 2
 		PrefixMinMatch:     0.3,
 		PrefixCacheEntries: 16384,
 		PriorityAging:      10 * time.Second,
@@ -188,8 +188,8 @@ func TestPrecedence(t *testing.T) {
 			fileVal: 90 * time.Second, envVal: 2 * time.Minute, flagVal: 3 * time.Minute, defaultVal: 5 * time.Minute},
 		{key: "affinity_slack", flag: "affinity-slack", env: "AFFINITY_SLACK",
 			vals:    layers{"3", "1", "0"},
-			get:     func(c Config) any { return c.AffinitySlack },
-			fileVal: 0, envVal: 1, flagVal: 3, defaultVal: 2},
+			get:     func(c Config) any { return valueOf(c.AffinitySlack) },
+			fileVal: 0, envVal: 1, flagVal: 3, defaultVal: nil},
 		{key: "prefix_min_match", flag: "prefix-min-match", env: "PREFIX_MIN_MATCH",
 			vals:    layers{"1", "0.75", "0.5"},
 			get:     func(c Config) any { return c.PrefixMinMatch },
@@ -230,6 +230,14 @@ func TestPrecedence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// valueOf is *p, or nil for no value.
+func valueOf[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 func isNil(v any) bool {
@@ -374,7 +382,7 @@ api_key = "sk-file-key"
 		DefaultMaxTokens: 4096,
 		TrustedProxies:   []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")},
 		WorkerGrace:      2 * time.Second, BreakerFailures: 3, BreakerCooldown: time.Second, BreakerMaxCooldown: 30 * time.Second,
-		SlowStart: time.Minute, Routing: "least_load", AffinityTTL: 90 * time.Second, AffinitySlack: 0, PrefixMinMatch: 0.5,
+		SlowStart: time.Minute, Routing: "least_load", AffinityTTL: 90 * time.Second, AffinitySlack: ptr(0), PrefixMinMatch: 0.5,
 		PrefixCacheEntries: 4096, PriorityAging: 2500 * time.Millisecond, MaxClientPriority: "normal",
 		Fallbacks: map[string][]string{
 			"llama-3-70b":     {"llama-3-8b", "gpt-4o-mini"},
@@ -1177,11 +1185,12 @@ func TestConfigWiresRelayOptions(t *testing.T) {
 	}
 }
 
-// TestConfigWiresScheduling: the scheduling settings reach relay.Options.Scheduling; a
-// configured affinity_slack of 0 travels as -1 (the relay would replace 0 by its default).
+// TestConfigWiresScheduling: the scheduling settings reach relay.Options.Scheduling; an
+// affinity_slack nobody set travels as 0 (the relay's default: a quarter of each target's
+// max_concurrent, at least 2) and a configured 0 as -1 (none).
 func TestConfigWiresScheduling(t *testing.T) {
 	def, _ := mustLoad(t, loadCase{})
-	want := relay.Scheduling{CacheAware: true, AffinityTTL: 5 * time.Minute, AffinitySlack: 2,
+	want := relay.Scheduling{CacheAware: true, AffinityTTL: 5 * time.Minute, AffinitySlack: 0,
 		PrefixMinMatch: 0.3, PrefixCacheEntries: 16384, PriorityAging: 10 * time.Second, MaxClientPriority: "high"}
 	if got := relayOptions(def, slog.New(slog.DiscardHandler), nil).Scheduling; got != want {
 		t.Errorf("defaults: Scheduling = %+v, want %+v", got, want)
@@ -1199,6 +1208,37 @@ func TestConfigWiresScheduling(t *testing.T) {
 	cfg, _ = mustLoad(t, loadCase{env: map[string]string{"AFFINITY_SLACK": "7", "ROUTING": "cache_aware"}})
 	if got := relayOptions(cfg, slog.New(slog.DiscardHandler), nil).Scheduling; !got.CacheAware || got.AffinitySlack != 7 {
 		t.Errorf("Scheduling = %+v, want CacheAware and AffinitySlack 7", got)
+	}
+}
+
+// TestAffinitySlackDefaultAndOverride: with affinity_slack set nowhere (or set empty) the
+// relay gets 0, its default of a quarter of each target's max_concurrent (at least 2); any
+// layer that sets it wins, 0 included, which travels as -1 (none: the lowest load only).
+func TestAffinitySlackDefaultAndOverride(t *testing.T) {
+	cases := []struct {
+		name  string
+		lc    loadCase
+		relay int    // relay.Scheduling.AffinitySlack
+		log   string // what the startup line says
+	}{
+		{"unset", loadCase{}, 0, "affinity_slack=a quarter of max_concurrent, at least 2 "},
+		{"empty in the file", loadCase{file: "affinity_slack:\n"}, 0, "at least 2"},
+		{"empty in the environment", loadCase{env: map[string]string{"AFFINITY_SLACK": ""}}, 0, "at least 2"},
+		{"file 8", loadCase{file: "affinity_slack: 8\n"}, 8, "affinity_slack=8 "},
+		{"file 0", loadCase{file: "affinity_slack: 0\n"}, -1, "affinity_slack=0 "},
+		{"env 0 over file 8", loadCase{file: "affinity_slack: 8\n", env: map[string]string{"AFFINITY_SLACK": "0"}}, -1, "affinity_slack=0 "},
+		{"flag 3 over env 5", loadCase{args: []string{"--affinity-slack=3"}, env: map[string]string{"AFFINITY_SLACK": "5"}}, 3, "affinity_slack=3 "},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, _ := mustLoad(t, c.lc)
+			if got := relayOptions(cfg, slog.New(slog.DiscardHandler), nil).Scheduling.AffinitySlack; got != c.relay {
+				t.Errorf("relay AffinitySlack = %d, want %d", got, c.relay)
+			}
+			if text := cfg.LogValue().String(); !strings.Contains(text, c.log) {
+				t.Errorf("LogValue lacks %s: %s", c.log, text)
+			}
+		})
 	}
 }
 

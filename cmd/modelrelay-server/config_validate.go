@@ -118,8 +118,9 @@ func (c Config) validateKeys(p *problems) {
 	}
 }
 
-// validateScheduling checks the placement and queue-order keys.
-// Negative durations and integers were already refused by the decoder.
+// validateScheduling checks the placement and queue-order keys. Negative durations and
+// integers were already refused by the decoder; affinity_slack needs nothing more (any
+// value from 0 up is a slack).
 func (c Config) validateScheduling(p *problems) {
 	if !slices.Contains(routingPolicies, c.Routing) {
 		p.add("routing", "unknown policy %q (want least_load or cache_aware)", c.Routing)
@@ -444,7 +445,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("slow_start", c.SlowStart),
 		slog.String("routing", c.Routing),
 		slog.Duration("affinity_ttl", c.AffinityTTL),
-		slog.Int("affinity_slack", c.AffinitySlack),
+		slog.String("affinity_slack", slackShown(c.AffinitySlack)),
 		slog.Float64("prefix_min_match", c.PrefixMinMatch),
 		slog.Int("prefix_cache_entries", c.PrefixCacheEntries),
 		slog.Duration("priority_aging", c.PriorityAging),
@@ -469,4 +470,12 @@ func urlShown(raw string) string {
 		return "set"
 	}
 	return u.Scheme + "://" + u.Host + u.Path
+}
+
+// slackShown is affinity_slack as logs show it: the number, or the rule that gives it.
+func slackShown(slack *int) string {
+	if slack == nil {
+		return "a quarter of max_concurrent, at least 2"
+	}
+	return strconv.Itoa(*slack)
 }

@@ -106,9 +106,12 @@ func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options 
 	if slowStart == 0 {
 		slowStart = -1 // relay: negative = no slow start (zero takes its default)
 	}
-	slack := cfg.AffinitySlack
-	if slack == 0 {
-		slack = -1 // relay: negative = no slack (zero takes its default of 2)
+	slack := 0 // relay: its default, a quarter of each target's max_concurrent (at least 2)
+	if cfg.AffinitySlack != nil {
+		slack = *cfg.AffinitySlack
+		if slack == 0 {
+			slack = -1 // relay: negative = no slack (zero takes its default)
+		}
 	}
 	scheduling := relay.Scheduling{
 		CacheAware:         cfg.Routing == "cache_aware", // validated: else least_load

@@ -91,7 +91,8 @@ Scheduling:
                                  env AFFINITY_TTL, default 5m
   --affinity-slack N             a session or prefix match may keep a target whose load is
                                  at most the pool's lowest + N (0 = only the least loaded)
-                                 env AFFINITY_SLACK, default 2
+                                 env AFFINITY_SLACK, default a quarter of the target's
+                                 max_concurrent, at least 2
   --prefix-min-match FRACTION    share of a prompt's blocks a target must already hold to
                                  win it (more than 0, at most 1)
                                  env PREFIX_MIN_MATCH, default 0.3
