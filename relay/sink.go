@@ -9,16 +9,19 @@ import (
 )
 
 // Sink is the only way an answer travels from a target to the client. A target calls Head
-// once and Chunk for each piece of the body; once the target is done (and its slot free) the
-// chain code calls End, or answers the error the target returned. Each transformation of
-// the answer is a Sink that wraps the next one; the last one writes to the client. A sink may
-// keep what it is given (a held failure, a body to translate whole) and pass it on later, but
-// never changes it: h belongs to the target, and b is valid only during the call.
+// once, then Chunk on the sink Head returned for each piece of the body; once the target is
+// done (and its slot free) the chain code calls End, or answers the error the target returned.
+// Each transformation of the answer is a Sink that wraps the next one; the last one writes to
+// the client. A sink may keep what it is given (a held failure, a body to translate whole) and
+// pass it on later, but never changes it: h belongs to the target, and b is valid only during
+// the call.
 type Sink interface {
 	// Head starts the answer: the target's status, its headers, and the length of its body
 	// (-1 when unknown; the answer to a relay protocol stream is Head(200, an event-stream
-	// header, -1)).
-	Head(status int, h http.Header, length int64) error
+	// header, -1)). It returns the sink the body goes to: this one, or, when this one has
+	// nothing to do with the body, what its next returned, so that each chunk passes only
+	// the sinks that work on it. (Chunk on a sink that stepped aside still passes it on.)
+	Head(status int, h http.Header, length int64) (Sink, error)
 	// Chunk passes the next bytes of the body; flush asks for them to reach the client before
 	// the target is read again (every read of a stream).
 	Chunk(b []byte, flush bool) error
@@ -159,10 +162,11 @@ func (a *answer) settle(out Sink, conv *conversion, err error) error {
 // through.
 func (a *answer) replay(k *heldAnswer) error {
 	out := a.compose(attemptPlan{conv: k.conv})
-	if err := out.Head(k.status, k.header, int64(len(k.body))); err != nil {
+	body, err := out.Head(k.status, k.header, int64(len(k.body)))
+	if err != nil {
 		return err
 	}
-	if err := out.Chunk(k.body, false); err != nil {
+	if err := body.Chunk(k.body, false); err != nil {
 		return err
 	}
 	return out.End()

@@ -53,9 +53,9 @@ func BenchmarkRelayAnswerPath(b *testing.B) {
 				a.tapUsage(tap, false)
 				a.where = servedBy{served: "m", target: "t", queued: time.Millisecond}
 				out := a.compose(attemptPlan{keepFailures: true})
-				out.Head(http.StatusOK, c.head, -1)
+				body, _ := out.Head(http.StatusOK, c.head, -1)
 				for _, ch := range c.chunks {
-					out.Chunk(ch, c.flush)
+					body.Chunk(ch, c.flush)
 				}
 				a.settle(out, nil, nil)
 				a.usage()

@@ -55,7 +55,7 @@ func (c *cutShort) Unwrap() error        { return c.err }
 func (c *cutShort) Is(target error) bool { return target == errStreamTooLarge }
 
 // Head sends the answer's status and its end-to-end headers.
-func (c *clientWriter) Head(status int, h http.Header, length int64) error {
+func (c *clientWriter) Head(status int, h http.Header, length int64) (Sink, error) {
 	dst := c.w.Header()
 	if length >= 0 {
 		dst.Set("Content-Length", strconv.FormatInt(length, 10))
@@ -66,7 +66,7 @@ func (c *clientWriter) Head(status int, h http.Header, length int64) error {
 		dst["Content-Type"] = nil // no sniffing: the client gets what the target sent
 	}
 	c.writeHeader(status)
-	return nil
+	return c, nil
 }
 
 // writeHeader sends the head, naming the model and target that served the answer.

@@ -38,8 +38,8 @@ func TestClientWriterHead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := httptest.NewRecorder()
 			c := newClient(w, OpenAI, 0, tc.where)
-			if err := c.Head(201, tc.header, tc.length); err != nil {
-				t.Fatal(err)
+			if body, err := c.Head(201, tc.header, tc.length); err != nil || body != c {
+				t.Fatalf("head: %v, the body goes to %v", err, body)
 			}
 			if err := c.Chunk([]byte("<html>"), true); err != nil {
 				t.Fatal(err)

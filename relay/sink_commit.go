@@ -34,10 +34,10 @@ func (c *commitSink) wrap(next Sink) Sink {
 // will be, so the caller may answer 504.
 func (c *commitSink) expire() bool { return c.gate.CompareAndSwap(gateWaiting, gateExpired) }
 
-func (c *commitSink) Head(status int, h http.Header, length int64) error {
+func (c *commitSink) Head(status int, h http.Header, length int64) (Sink, error) {
 	if !c.done {
 		if !c.gate.CompareAndSwap(gateWaiting, gateStarted) {
-			return errRequestTimeout
+			return nil, errRequestTimeout
 		}
 		c.done = true
 		c.ttfb = time.Since(c.arrival)

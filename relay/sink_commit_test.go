@@ -19,7 +19,7 @@ func TestCommitSink(t *testing.T) {
 			if tc.expired && !c.expire() {
 				t.Fatal("nothing was sent, yet the timeout lost")
 			}
-			err := s.Head(200, nil, -1)
+			body, err := s.Head(200, nil, -1)
 			if tc.expired {
 				if !errors.Is(err, errRequestTimeout) || len(r.got) != 0 || c.done || c.ttfb != 0 {
 					t.Fatalf("after the timeout: err %v, passed %q, done %v", err, r.got, c.done)
@@ -29,12 +29,15 @@ func TestCommitSink(t *testing.T) {
 			if err != nil || !c.done || c.ttfb < time.Millisecond {
 				t.Fatalf("err %v done %v ttfb %v", err, c.done, c.ttfb)
 			}
+			if body != &r {
+				t.Fatal("the body passes the commit")
+			}
 			if c.expire() {
 				t.Fatal("the timeout won after the head")
 			}
 			ttfb := c.ttfb
 			// A later head (a sink that held the answer whole) passes as it is.
-			if err := s.Head(200, nil, 5); err != nil || c.ttfb != ttfb {
+			if _, err := s.Head(200, nil, 5); err != nil || c.ttfb != ttfb {
 				t.Fatalf("second head: %v, ttfb %v then %v", err, ttfb, c.ttfb)
 			}
 			s.Chunk([]byte("x"), true)

@@ -48,11 +48,11 @@ func (h *holdSink) wrap(next Sink, refusals, failures bool) Sink {
 	return h
 }
 
-func (h *holdSink) Head(status int, hdr http.Header, length int64) error {
+func (h *holdSink) Head(status int, hdr http.Header, length int64) (Sink, error) {
 	refusal := h.refusals && refusesDialect(status)
 	if refusal || (h.failures && failed(status)) {
 		h.held = &heldAnswer{status: status, header: hdr, length: length, refusal: refusal}
-		return nil
+		return h, nil
 	}
 	return h.next.Head(status, hdr, length)
 }
@@ -66,7 +66,7 @@ func (h *holdSink) Chunk(b []byte, flush bool) error {
 			return nil
 		}
 		h.held = nil
-		if err := h.next.Head(k.status, k.header, k.length); err != nil {
+		if _, err := h.next.Head(k.status, k.header, k.length); err != nil {
 			return err
 		}
 		if err := h.next.Chunk(k.body, false); err != nil {

@@ -19,7 +19,7 @@ func (l *learnSink) wrap(next Sink, s *speech) Sink {
 	return l
 }
 
-func (l *learnSink) Head(status int, h http.Header, length int64) error {
+func (l *learnSink) Head(status int, h http.Header, length int64) (Sink, error) {
 	if l.speech != nil && success(status) {
 		l.speech.heardSpeaks(l.dialect, time.Now())
 		l.speech = nil

@@ -24,11 +24,11 @@ func (m *metaSink) wrap(next Sink) Sink {
 	return m
 }
 
-func (m *metaSink) Head(status int, h http.Header, length int64) error {
+func (m *metaSink) Head(status int, h http.Header, length int64) (Sink, error) {
 	if success(status) && strings.HasPrefix(h.Get("Content-Type"), "application/json") && h.Get("Content-Encoding") == "" {
 		m.holding = true
 		m.held = heldAnswer{status: status, header: h, body: m.held.body[:0]}
-		return nil
+		return m, nil
 	}
 	return m.next.Head(status, h, length)
 }
@@ -42,7 +42,7 @@ func (m *metaSink) Chunk(b []byte, flush bool) error {
 		}
 		// Too large to hold: it goes out as the target sent it.
 		m.holding = false
-		if err := m.next.Head(a.status, a.header, -1); err != nil {
+		if _, err := m.next.Head(a.status, a.header, -1); err != nil {
 			return err
 		}
 		if err := m.next.Chunk(a.body, false); err != nil {
@@ -59,10 +59,11 @@ func (m *metaSink) End() error {
 		h := make(http.Header, len(m.held.header)+1)
 		copyRewrittenHead(h, m.held.header, "")
 		h.Set("Content-Type", "application/json")
-		if err := m.next.Head(m.held.status, h, int64(len(body))); err != nil {
+		sink, err := m.next.Head(m.held.status, h, int64(len(body)))
+		if err != nil {
 			return err
 		}
-		if err := m.next.Chunk(body, false); err != nil {
+		if err := sink.Chunk(body, false); err != nil {
 			return err
 		}
 	}

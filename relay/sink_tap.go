@@ -25,20 +25,25 @@ func (t *tapSink) wrap(next Sink, untranslated bool) Sink {
 	return t
 }
 
-// Head starts following a successful answer, a stream or a whole body.
-func (t *tapSink) Head(status int, h http.Header, length int64) error {
-	if success(status) && !t.tapping {
-		mode := usage.JSON
-		switch stream := isEventStream(h); {
-		case stream && t.stripHere:
-			mode = usage.StreamStrip
-		case stream:
-			mode = usage.Stream
-		}
-		t.usage.Reset(mode)
-		t.tapping, t.followed = true, true
+// Head starts following a successful answer, a stream or a whole body; the body of any other
+// answer does not pass the tap.
+func (t *tapSink) Head(status int, h http.Header, length int64) (Sink, error) {
+	if !success(status) || t.tapping {
+		return t.next.Head(status, h, length)
 	}
-	return t.next.Head(status, h, length)
+	mode := usage.JSON
+	switch stream := isEventStream(h); {
+	case stream && t.stripHere:
+		mode = usage.StreamStrip
+	case stream:
+		mode = usage.Stream
+	}
+	t.usage.Reset(mode)
+	t.tapping, t.followed = true, true
+	if _, err := t.next.Head(status, h, length); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 func (t *tapSink) Chunk(b []byte, flush bool) error {

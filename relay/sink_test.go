@@ -20,10 +20,10 @@ type recorder struct {
 	fail   error       // returned by every call when set
 }
 
-func (r *recorder) Head(status int, h http.Header, length int64) error {
+func (r *recorder) Head(status int, h http.Header, length int64) (Sink, error) {
 	r.header = h
 	r.got = append(r.got, fmt.Sprintf("head %d %d", status, length))
-	return r.fail
+	return r, r.fail
 }
 
 func (r *recorder) Chunk(b []byte, flush bool) error {
@@ -50,13 +50,14 @@ type answerOf struct {
 	stream bool
 }
 
-// into gives the answer to s and returns the first error s returned.
+// into gives the answer to s as a target does and returns the first error s returned.
 func (a answerOf) into(s Sink) error {
-	if err := s.Head(a.status, a.header, a.length); err != nil {
+	body, err := s.Head(a.status, a.header, a.length)
+	if err != nil {
 		return err
 	}
 	for _, c := range a.chunks {
-		if err := s.Chunk([]byte(c), a.stream); err != nil {
+		if err := body.Chunk([]byte(c), a.stream); err != nil {
 			return err
 		}
 	}
@@ -166,9 +167,9 @@ func TestSettle(t *testing.T) {
 			a := newAnswer(w, OpenAI, 0, time.Now())
 			a.where.target = "t1"
 			out := a.compose(attemptPlan{keepFailures: true})
-			out.Head(tc.answer.status, tc.answer.header, tc.answer.length)
+			body, _ := out.Head(tc.answer.status, tc.answer.header, tc.answer.length)
 			for _, c := range tc.answer.chunks {
-				out.Chunk([]byte(c), false)
+				body.Chunk([]byte(c), false)
 			}
 			err := a.settle(out, nil, tc.err)
 			if fmt.Sprint(err) != fmt.Sprint(tc.wantErr) {
@@ -204,5 +205,38 @@ func TestReplay(t *testing.T) {
 	}
 	if !a.started() {
 		t.Fatal("a replayed answer is the answer")
+	}
+}
+
+// TestBodyPath: a chunk passes only the sinks that work on the body.
+func TestBodyPath(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tap    bool
+		plan   attemptPlan
+		status int
+		header http.Header
+		want   string
+	}{
+		{"a success is read by the tap", true, attemptPlan{keepFailures: true}, 200, jsonHead, "tap"},
+		{"a failure held", true, attemptPlan{keepFailures: true}, 503, jsonHead, "hold"},
+		{"a refusal held", true, attemptPlan{probing: true, learn: newSpeech(nil)}, 404, jsonHead, "hold"},
+		{"a client error goes straight to the client", true, attemptPlan{keepFailures: true}, 400, jsonHead, "client"},
+		{"nothing to read", false, attemptPlan{keepFailures: true}, 200, jsonHead, "client"},
+		{"a translated stream", false, attemptPlan{conv: toAnthropic(true)}, 200, sseHead, "translate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAnswer(httptest.NewRecorder(), Anthropic, 0, time.Now())
+			if tc.tap {
+				a.tapUsage(new(usage.Tap), false)
+			}
+			body, err := a.compose(tc.plan).Head(tc.status, tc.header, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := chainOf(body)[0]; got != tc.want {
+				t.Fatalf("the body goes to %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

@@ -22,20 +22,23 @@ func (t *translateSink) wrap(next Sink, c *conversion, client *clientWriter) Sin
 	return t
 }
 
-func (t *translateSink) Head(status int, h http.Header, _ int64) error {
+func (t *translateSink) Head(status int, h http.Header, _ int64) (Sink, error) {
 	c := t.conv
 	stream := isEventStream(h)
 	if !stream || !success(status) || !c.streaming {
 		t.holding = true
 		c.hold(status, h, stream)
-		return nil
+		return t, nil
 	}
 	head := make(http.Header, len(h)+3)
 	copyRewrittenHead(head, h, c.name())
 	head.Set("Content-Type", "text/event-stream")
 	head.Set("Cache-Control", "no-cache")
 	c.startStream()
-	return t.next.Head(status, head, -1)
+	if _, err := t.next.Head(status, head, -1); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // Chunk translates a stream's bytes as they come, or holds an answer until it is whole. A
@@ -84,10 +87,11 @@ func (t *translateSink) End() error {
 		h.Set("X-Modelrelay-Estimated", "true")
 	}
 	h.Set("Content-Type", "application/json")
-	if err := t.next.Head(status, h, int64(len(body))); err != nil {
+	sink, err := t.next.Head(status, h, int64(len(body)))
+	if err != nil {
 		return err
 	}
-	if err := t.next.Chunk(body, false); err != nil {
+	if err := sink.Chunk(body, false); err != nil {
 		return err
 	}
 	return t.next.End()

@@ -138,10 +138,11 @@ func (u *upstream) serve(ctx context.Context, req *Request, c call) error {
 	if resp.ContentLength >= 0 && !streaming {
 		length = resp.ContentLength
 	}
-	if err := c.out.Head(resp.StatusCode, resp.Header, length); err != nil {
+	body, err := c.out.Head(resp.StatusCode, resp.Header, length)
+	if err != nil {
 		return err
 	}
-	return u.copyBody(ctx, resp.Body, c.out, streaming)
+	return u.copyBody(ctx, resp.Body, body, streaming)
 }
 
 // unanswered says whether a call the relay ended (the client left, a hard stop, the request

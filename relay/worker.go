@@ -490,8 +490,8 @@ func (ws *workerSession) afterRelay(p *pendingReq, err error) error {
 // frameWriter passes one request's frames to its sink. The relay protocol streams chunks
 // without a head: the first chunk starts the answer as a 200 event stream.
 type frameWriter struct {
-	out    Sink
-	headed bool
+	out  Sink
+	body Sink // where the body goes, once the head went out (nil before)
 }
 
 // eventStreamHead is the head a streamed answer implies. Shared: sinks only read headers.
@@ -505,13 +505,14 @@ func (ws *workerSession) relay(ev workerEvent, out *frameWriter) (done bool, err
 	case ev.complete != nil:
 		return true, out.complete(ev.complete)
 	default:
-		if !out.headed {
-			out.headed = true
-			if err := out.out.Head(http.StatusOK, eventStreamHead, -1); err != nil {
+		if out.body == nil {
+			body, err := out.out.Head(http.StatusOK, eventStreamHead, -1)
+			if err != nil {
 				return false, err
 			}
+			out.body = body
 		}
-		return false, out.out.Chunk([]byte(ev.chunk), true)
+		return false, out.body.Chunk([]byte(ev.chunk), true)
 	}
 }
 
@@ -522,20 +523,20 @@ func (out *frameWriter) complete(c *protocol.ResponseComplete) error {
 	if c.Body != nil {
 		body = []byte(*c.Body)
 	}
-	if !out.headed {
-		out.headed = true
-		if err := out.out.Head(int(c.StatusCode), httpHeaders(c.Headers), -1); err != nil {
+	if out.body == nil {
+		sink, err := out.out.Head(int(c.StatusCode), httpHeaders(c.Headers), -1)
+		if err != nil {
 			return err
 		}
 		if len(body) == 0 {
 			return nil
 		}
-		return out.out.Chunk(body, false)
+		return sink.Chunk(body, false)
 	}
 	if len(body) == 0 {
 		return nil
 	}
-	return out.out.Chunk(body, true)
+	return out.body.Chunk(body, true)
 }
 
 func cancelReason(cause error) protocol.CancelReason {
