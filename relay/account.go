@@ -15,7 +15,7 @@ import (
 )
 
 // This file is the account stage: what an answer used (read by a usage.Tap as it passes, see
-// the responder), charged to the client's key and its limits, written to the usage ledger,
+// sink_tap.go), charged to the client's key and its limits, written to the usage ledger,
 // observed in the OpenTelemetry GenAI metrics, and written to the access log.
 
 // genAI are the OpenTelemetry GenAI semantic-convention metrics, named as the Prometheus
@@ -101,9 +101,9 @@ var taps = sync.Pool{New: func() any { return new(usage.Tap) }}
 // ledger (for the model that served it, after any fallback), and to the GenAI metrics (for
 // the model asked). Only successful answers of generating calls (those with a GenAI operation)
 // count.
-func (s *Server) account(ctx context.Context, req *Request, key *keys.Key, asked string, out *responder) {
+func (s *Server) account(ctx context.Context, req *Request, key *keys.Key, asked string, out *answer) {
 	op := req.endpoint.Operation
-	if op == "" || !success(out.status) {
+	if op == "" || !success(out.client.status) {
 		return
 	}
 	used := out.usage()
@@ -119,10 +119,10 @@ func (s *Server) account(ctx context.Context, req *Request, key *keys.Key, asked
 	}
 	took := now.Sub(req.arrival)
 	s.metrics.genAI.duration.WithLabelValues(op, model).Observe(took.Seconds())
-	if req.Streaming && out.ttfb > 0 {
-		s.metrics.genAI.ttft.WithLabelValues(op, model).Observe(out.ttfb.Seconds())
+	if ttfb := out.commit.ttfb; req.Streaming && ttfb > 0 {
+		s.metrics.genAI.ttft.WithLabelValues(op, model).Observe(ttfb.Seconds())
 		if used.Output > 1 {
-			s.metrics.genAI.tpot.WithLabelValues(op, model).Observe((took - out.ttfb).Seconds() / float64(used.Output-1))
+			s.metrics.genAI.tpot.WithLabelValues(op, model).Observe((took - ttfb).Seconds() / float64(used.Output-1))
 		}
 	}
 }
@@ -148,11 +148,12 @@ type exchange struct {
 	used    usage.Counts
 }
 
-// answered takes what the responder knows once the request is done.
-func (x *exchange) answered(out *responder) {
-	x.status, x.ttfb, x.bytes, x.target = out.status, out.ttfb, out.streamed, out.where.target
-	x.torn = out.torn
-	x.reason = out.reason
+// answered takes what the answer knows once the request is done.
+func (x *exchange) answered(out *answer) {
+	c := &out.client
+	x.status, x.ttfb, x.bytes, x.target = c.status, out.commit.ttfb, c.streamed, out.where.target
+	x.torn = c.torn
+	x.reason = c.reason
 	if out.where.from != "" {
 		x.served = out.where.served
 	}

@@ -122,12 +122,14 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	if chain == nil {
 		chain = s.opts.Fallbacks[asked]
 	}
-	out := newResponder(w, d, s.opts.MaxStreamBytes, arrival)
-	out.meta = f.options != nil
+	out := newAnswer(w, d, s.opts.MaxStreamBytes, arrival)
+	if f.options != nil {
+		out.addMeta()
+	}
 	if req.endpoint.Usage {
-		out.tap = taps.Get().(*usage.Tap)
-		defer taps.Put(out.tap)
-		out.stripUsage = req.askedUsage // the relay asked for the usage chunk: the client gets none
+		tap := taps.Get().(*usage.Tap)
+		defer taps.Put(tap)
+		out.tapUsage(tap, req.askedUsage) // the relay asked for the usage chunk: the client gets none
 	}
 	s.serveChain(r.Context(), req, at, walk(asked, allowedChain(key, chain)), out, x)
 	s.account(r.Context(), req, key, asked, out)
@@ -225,7 +227,7 @@ func (s *Server) ServePassThrough(w http.ResponseWriter, r *http.Request, pool s
 	req.Streaming = true // unknown content: relay each read as it comes
 	req.stream = &streamedBody{r: r.Body, rc: http.NewResponseController(w), rate: s.opts.BodyLimits.MinRate, start: arrival}
 	req.streamLength = r.ContentLength
-	out := newResponder(w, OpenAI, 0, arrival)
+	out := newAnswer(w, OpenAI, 0, arrival)
 	x := exchange{arrival: arrival, id: req.ID}
 	s.serveChain(r.Context(), req, Placement{Pool: pool}, nil, out, &x)
 	x.answered(out)
@@ -278,7 +280,7 @@ func (s *Server) choosePool(names []string, model string) *Pool {
 // serveChain takes req down models, its chain, until one answers or a failure may not move
 // it on: a request moves to the next model only before any byte reached the client. With
 // models nil (a pass-through) it is served from at.Pool alone. x learns the pools it went to.
-func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placement, models []string, out *responder, x *exchange) {
+func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placement, models []string, out *answer, x *exchange) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	ctx, cancel := context.WithCancelCause(clientCtx)
@@ -296,13 +298,14 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 	// fail answers a request that went no further: a target's own held 429/5xx beats the
 	// relay's error, unless the client has seen bytes already.
 	fail := func(pool *Pool, err error) {
-		if k := out.kept; k != nil && !out.started {
-			if out.writeHeld(k) == nil {
-				out.finish()
+		if k := out.kept; k != nil && !out.started() {
+			out.where = k.where
+			if err := out.replay(k); err != nil {
+				out.client.fail(err)
 			}
 			return
 		}
-		s.answer(ctx, pool, out, err)
+		s.answerError(ctx, pool, out, err)
 	}
 	if models == nil {
 		pool := s.pool(at.Pool)
@@ -336,7 +339,6 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 			}
 			out.where.from = models[0]
 		}
-		out.keepFailures = req.stream == nil
 		var err error
 		pool := s.choosePool(names, req.Model)
 		if pool == nil {
@@ -347,7 +349,7 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 		switch {
 		case err == nil:
 			return
-		case out.started || !movesOn(err):
+		case out.started() || !movesOn(err):
 			fail(pool, err)
 			return
 		case failErr == nil || (noPool(failErr) && !noPool(err)):
@@ -358,14 +360,17 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 	fail(failPool, failErr)
 }
 
-// answer writes a failure the relay answers itself, in the pool's own words where it has them.
-func (s *Server) answer(ctx context.Context, pool *Pool, out *responder, err error) {
+// answerError writes a failure the relay answers itself, in the pool's own words where it has
+// them.
+func (s *Server) answerError(ctx context.Context, pool *Pool, out *answer, err error) {
 	err = s.answerFor(ctx, err)
-	if pool == nil {
-		out.fail(err)
-		return
+	if pool != nil && !out.started() {
+		if own := pool.ownAnswer(err); own != nil {
+			out.client.answerWith(own)
+			return
+		}
 	}
-	pool.fail(out, err)
+	out.client.fail(err)
 }
 
 // noPool reports whether err says no pool serves the model.
@@ -374,7 +379,7 @@ func noPool(err error) bool {
 	return errors.As(err, &re) && re.status == http.StatusNotFound
 }
 
-// errHeld means a target answered 429 or 5xx and the answer is held in the responder.
+// errHeld means a target answered 429 or 5xx and the answer is held (the answer's kept).
 var errHeld = errors.New("target answered with a failure")
 
 // movesOn says whether a failure before the first byte sends the request to the next model
@@ -420,7 +425,7 @@ func fallbackReason(err error) string {
 // 429 or 5xx (held, not written) or a broken call gets one more try on another target that is
 // free at once. It returns nil once the client was answered, else the failure, unwritten.
 // Every target handed over from the queue observes the wait in the queue-wait histogram.
-func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *responder, x *exchange) error {
+func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *answer, x *exchange) error {
 	if pool == nil {
 		return errNoProvider(req.Model)
 	}
@@ -453,18 +458,12 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *respond
 		}
 		pool.placed(req, m)
 		out.where.target, out.where.queued = m.name, time.Since(req.arrival)
-		earlier := out.kept // a failure held from an earlier attempt stays, unless this one holds its own
-		out.kept = nil
+		// A failure held from an earlier attempt stays kept, unless this one holds its own.
 		err := s.serveOn(ctx, req, pool, m, out)
-		switch {
-		case err == nil && out.kept == nil:
+		if err == nil {
 			return nil
-		case err == nil:
-			err = errHeld
-		case out.kept == nil && !out.started:
-			out.kept = earlier
 		}
-		if errors.Is(err, errTargetLost) && !out.started {
+		if errors.Is(err, errTargetLost) && !out.started() {
 			req.requeues++
 			if req.requeues > maxRequeues {
 				return errRequeueLimit
@@ -472,7 +471,7 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *respond
 			s.log.Debug("target lost before first byte; requeueing", "request_id", req.ID, "target", m.id, "requeues", req.requeues)
 			continue
 		}
-		if !out.started && !retried && req.stream == nil && movesOn(err) {
+		if !out.started() && !retried && req.stream == nil && movesOn(err) {
 			retried = true
 			if retry = pool.another(req, m); retry != nil {
 				s.log.Debug("target failed; one more try on another", "request_id", req.ID, "target", m.id, "next", retry.id, "reason", err)
@@ -490,28 +489,28 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *respond
 }
 
 // serveOn runs one attempt on m, holding its slot until the target is done with it.
-func (s *Server) serveOn(ctx context.Context, req *Request, pool *Pool, m *member, out *responder) error {
+func (s *Server) serveOn(ctx context.Context, req *Request, pool *Pool, m *member, out *answer) error {
 	start := time.Now()
 	var once sync.Once
 	release := func(o outcome) { once.Do(func() { pool.release(m, o, time.Since(start)) }) }
-	err := s.attempt(ctx, req, m, out, release)
-	if err == nil && out.kept == nil {
-		err = out.finish()
-	}
-	return err
+	return s.attempt(ctx, req, m, out, release)
 }
 
 // attempt serves req on m, in the client's family or translated for the target's. A probe
 // the target refuses as the wrong family is replayed translated on the same target, holding the
 // same slot: that is no failure and no requeue.
-func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *responder, release func(outcome)) error {
+func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answer, release func(outcome)) error {
 	p := m.speech.plan(req.Dialect, req.endpoint.Route, time.Now())
-	if err := s.prepare(req, out, p == planTranslate); err != nil {
+	conv, err := s.prepare(req, p == planTranslate)
+	if err != nil {
 		release(outcomeNone)
 		return err
 	}
+	// A body streamed to the target cannot be sent again: its failure is the answer.
+	keep := req.stream == nil
 	if p != planProbe {
-		return m.target.serve(ctx, req, out, release)
+		sink := out.compose(attemptPlan{conv: conv, keepFailures: keep})
+		return out.settle(sink, conv, m.target.serve(ctx, req, call{out: sink, release: release}))
 	}
 	// Two holds on the slot: the probe's, and ours that passes to the replay. The slot is
 	// released with the last outcome that said something.
@@ -526,47 +525,47 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *resp
 			release(outcome(said.Load()))
 		}
 	}
-	out.probing = true
+	probe := attemptPlan{probing: true, keepFailures: keep}
 	if req.endpoint.Route != endpoint.RouteCountTokens {
-		out.learn = m.speech
+		probe.learn = m.speech
 	}
-	err := m.target.serve(ctx, req, out, drop)
-	out.probing, out.learn = false, nil
-	refusal := out.kept
-	if refusal == nil || !refusal.refusal {
+	sink := out.compose(probe)
+	err = m.target.serve(ctx, req, call{out: sink, probing: true, release: drop})
+	refusal := out.hold.refusal()
+	if err != nil || refusal == nil {
 		drop(outcomeNone)
-		return err
+		return out.settle(sink, nil, err)
 	}
-	out.kept = nil
 	if req.endpoint.Route != endpoint.RouteCountTokens {
 		m.speech.heardRefuses(req.Dialect, time.Now())
 	}
 	s.log.Debug("target refused the route's API family; replaying translated", "request_id", req.ID,
 		"target", m.id, "route", req.nativePath(), "status", refusal.status)
-	if err := s.prepare(req, out, true); err != nil {
+	if conv, err = s.prepare(req, true); err != nil {
 		drop(outcomeNone)
 		return err
 	}
-	err = m.target.serve(ctx, req, out, drop)
-	if err == nil && req.endpoint.Route != endpoint.RouteCountTokens && out.conv.refused() {
+	sink = out.compose(attemptPlan{conv: conv, keepFailures: keep})
+	err = m.target.serve(ctx, req, call{out: sink, release: drop})
+	if err == nil && req.endpoint.Route != endpoint.RouteCountTokens && conv.refused() {
 		// Refused in both families: the refusal was about the request (an unknown model, say),
 		// not the family. The client gets the target's own first answer.
 		m.speech.forget(req.Dialect)
-		return out.writeHeld(refusal)
+		return out.replay(refusal)
 	}
-	return err
+	return out.settle(sink, conv, err)
 }
 
-// prepare dresses req for one attempt and sets out to convert its answer when translated.
-func (s *Server) prepare(req *Request, out *responder, translated bool) error {
+// prepare dresses req for one attempt and returns the conversion of its answer when
+// translated.
+func (s *Server) prepare(req *Request, translated bool) (*conversion, error) {
 	if err := s.dress(req, translated); err != nil {
-		return err
+		return nil, err
 	}
-	out.conv, out.length = nil, -1
 	if translated {
-		out.conv = newConversion(req, s.log)
+		return newConversion(req, s.log), nil
 	}
-	return nil
+	return nil, nil
 }
 
 // answerFor turns a context error into the reason the context ended.

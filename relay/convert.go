@@ -13,7 +13,7 @@ import (
 
 // This file joins the relay to package translate: how a request is dressed for a target of the
 // other API family (the endpoint table names each call's counterpart there), and how the
-// answer is turned back into the client's family on its way out (see the responder's conv).
+// answer is turned back into the client's family on its way out (through the translate sink).
 
 // translatedHeader names the translation on every translated answer, client's family first.
 const translatedHeader = "X-Modelrelay-Translated"

@@ -13,8 +13,8 @@ import (
 
 type nopTarget struct{}
 
-func (nopTarget) serve(context.Context, *Request, *responder, func(outcome)) error { return nil }
-func (nopTarget) drained()                                                         {}
+func (nopTarget) serve(context.Context, *Request, call) error { return nil }
+func (nopTarget) drained()                                    {}
 
 // benchPool builds a pool of n busy-ish workers serving "m" and a queue of depth requests for a
 // model nobody serves right now (so they stay queued), like a loaded relay.

@@ -71,7 +71,8 @@ func wireHeaders(h http.Header) protocol.Headers {
 	return out
 }
 
-// httpHeaders turns a worker's response headers into an http.Header (writeHead filters them).
+// httpHeaders turns a worker's response headers into an http.Header (the client writer
+// filters them).
 func httpHeaders(src protocol.Headers) http.Header {
 	h := make(http.Header, len(src))
 	for name, value := range src {

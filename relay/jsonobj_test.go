@@ -122,7 +122,7 @@ func FuzzWithMeta(f *testing.F) {
 	for _, s := range []string{`{"id":"x","choices":[]}`, `{}`, ` }`, `}`, `[1]`, "{\"a\":1}\n", ``, `{"a":1} x`} {
 		f.Add([]byte(s))
 	}
-	o := &responder{where: servedBy{target: "t"}}
+	o := &metaSink{where: &servedBy{target: "t"}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out := o.withMeta(body)
 		var in map[string]any

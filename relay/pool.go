@@ -256,30 +256,25 @@ func (p *Pool) another(req *Request, tried *member) *member {
 	return m
 }
 
-// fail answers a request the pool could not serve, in the pool's own words where it has them.
-func (p *Pool) fail(out *responder, err error) {
+// ownAnswer is the pool's own answer to a request it could not serve, for the failures the
+// control plane words itself; nil means the relay answers err in the route's dialect.
+func (p *Pool) ownAnswer(err error) func(http.ResponseWriter) {
 	p.mu.Lock()
 	unavailable, refused := p.onUnavailable, p.onRefused
 	p.mu.Unlock()
-	var answer func(http.ResponseWriter)
 	switch {
-	case out.started:
 	case errors.Is(err, errNoReplica):
-		answer = unavailable
-	case errors.Is(err, errAllRefused), errors.Is(err, errRequeueLimit) && refused != nil:
-		answer = refused
+		if unavailable == nil {
+			return nil
+		}
+		return func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", retryAfter(err)) // the control plane's 503
+			unavailable(w)
+		}
+	case errors.Is(err, errAllRefused), errors.Is(err, errRequeueLimit):
+		return refused
 	}
-	if answer == nil {
-		out.fail(err)
-		return
-	}
-	out.started = true
-	if errors.Is(err, errNoReplica) {
-		out.w.Header().Set("Retry-After", retryAfter(err)) // the control plane's 503
-	}
-	rec := statusRecorder{ResponseWriter: out.w}
-	answer(&rec)
-	out.status = rec.status
+	return nil
 }
 
 // refuseLocked takes a queued request out of the queue and hands it err.

@@ -105,9 +105,9 @@ func (u *upstream) drained() {}
 
 // serve makes the HTTP call on the request's goroutine and streams the answer as it arrives.
 // What happened before the first byte of the answer feeds the upstream's breaker.
-func (u *upstream) serve(ctx context.Context, req *Request, out *responder, release func(outcome)) error {
+func (u *upstream) serve(ctx context.Context, req *Request, c call) error {
 	said := outcomeNone
-	defer func() { release(said) }()
+	defer func() { c.release(said) }()
 	start := time.Now()
 	resp, err := u.srv.upstreams.h1.Do(ctx, u.request(req))
 	if err != nil {
@@ -129,18 +129,20 @@ func (u *upstream) serve(ctx context.Context, req *Request, out *responder, rele
 		return errUpstream(describe(err))
 	}
 	defer resp.Body.Close()
-	said = judge(resp.StatusCode, out.probing)
+	said = judge(resp.StatusCode, c.probing)
 	if u.onServed != nil {
 		u.onServed()
 	}
-	streaming := req.Streaming || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	streaming := req.Streaming || isEventStream(resp.Header)
+	length := int64(-1)
 	if resp.ContentLength >= 0 && !streaming {
-		out.setLength(resp.ContentLength)
+		length = resp.ContentLength
 	}
-	if err := out.writeHead(resp.StatusCode, resp.Header); err != nil {
+	body, err := c.out.Head(resp.StatusCode, resp.Header, length)
+	if err != nil {
 		return err
 	}
-	return u.copyBody(ctx, resp.Body, out, streaming)
+	return u.copyBody(ctx, resp.Body, body, streaming)
 }
 
 // unanswered says whether a call the relay ended (the client left, a hard stop, the request
@@ -212,7 +214,7 @@ func (u *upstream) credentials(req *Request) http.Header {
 
 // copyBody relays the body read by read; streams flush after every read so each event
 // reaches the client before the next is produced.
-func (u *upstream) copyBody(ctx context.Context, body io.Reader, out *responder, streaming bool) error {
+func (u *upstream) copyBody(ctx context.Context, body io.Reader, out Sink, streaming bool) error {
 	pool := &copyBuffers
 	if streaming {
 		pool = &streamBuffers
@@ -223,7 +225,7 @@ func (u *upstream) copyBody(ctx context.Context, body io.Reader, out *responder,
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
-			if werr := out.writeChunk(buf[:n], streaming); werr != nil {
+			if werr := out.Chunk(buf[:n], streaming); werr != nil {
 				return werr
 			}
 		}
@@ -231,9 +233,6 @@ func (u *upstream) copyBody(ctx context.Context, body io.Reader, out *responder,
 			return nil
 		}
 		if err != nil {
-			// A failure held back (a 429 or 5xx) that broke off is no answer to give: the
-			// relay's own error replaces it. One the client is reading is ended by fail.
-			out.kept = nil
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -420,18 +421,18 @@ func (ws *workerSession) cancel(p *pendingReq, reason protocol.CancelReason) {
 }
 
 // serve sends req to the worker and relays its answer.
-func (ws *workerSession) serve(ctx context.Context, req *Request, out *responder, release func(outcome)) error {
+func (ws *workerSession) serve(ctx context.Context, req *Request, c call) error {
 	p := &pendingReq{
 		id:        req.ID,
 		events:    make(chan workerEvent, eventBuffer),
 		abandoned: make(chan struct{}),
 		lost:      make(chan struct{}),
-		release:   release,
+		release:   c.release,
 	}
 	ws.mu.Lock()
 	if ws.closed {
 		ws.mu.Unlock()
-		release(outcomeNone)
+		c.release(outcomeNone)
 		return errTargetLost
 	}
 	ws.pending[p.id] = p
@@ -448,17 +449,18 @@ func (ws *workerSession) serve(ctx context.Context, req *Request, out *responder
 		Body:         string(req.Body),
 		Headers:      wireHeaders(req.Header),
 	})
+	out := frameWriter{out: c.out}
 	for {
 		select {
 		case ev := <-p.events:
-			if done, err := ws.relay(ev, out); done || err != nil {
+			if done, err := ws.relay(ev, &out); done || err != nil {
 				return ws.afterRelay(p, err)
 			}
 		case <-p.lost:
 			for {
 				select {
 				case ev := <-p.events:
-					if done, err := ws.relay(ev, out); done || err != nil {
+					if done, err := ws.relay(ev, &out); done || err != nil {
 						return ws.afterRelay(p, err)
 					}
 				default:
@@ -485,41 +487,56 @@ func (ws *workerSession) afterRelay(p *pendingReq, err error) error {
 	return err
 }
 
+// frameWriter passes one request's frames to its sink. The relay protocol streams chunks
+// without a head: the first chunk starts the answer as a 200 event stream.
+type frameWriter struct {
+	out  Sink
+	body Sink // where the body goes, once the head went out (nil before)
+}
+
+// eventStreamHead is the head a streamed answer implies. Shared: sinks only read headers.
+var eventStreamHead = http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-cache"}}
+
 // relay writes one event to the client; done means the request is answered.
-func (ws *workerSession) relay(ev workerEvent, out *responder) (done bool, err error) {
+func (ws *workerSession) relay(ev workerEvent, out *frameWriter) (done bool, err error) {
 	switch {
 	case ev.err != nil:
 		return true, ev.err
 	case ev.complete != nil:
-		return true, writeComplete(out, ev.complete)
+		return true, out.complete(ev.complete)
 	default:
-		if err := out.startEventStream(); err != nil {
-			return false, err
+		if out.body == nil {
+			body, err := out.out.Head(http.StatusOK, eventStreamHead, -1)
+			if err != nil {
+				return false, err
+			}
+			out.body = body
 		}
-		return false, out.writeChunk([]byte(ev.chunk), true)
+		return false, out.body.Chunk([]byte(ev.chunk), true)
 	}
 }
 
-// writeComplete answers with a response_complete: the whole response when nothing was
-// streamed, else the stream's last segment.
-func writeComplete(out *responder, c *protocol.ResponseComplete) error {
+// complete answers with a response_complete: the whole response when nothing was streamed,
+// else the stream's last segment.
+func (out *frameWriter) complete(c *protocol.ResponseComplete) error {
 	var body []byte
 	if c.Body != nil {
 		body = []byte(*c.Body)
 	}
-	if !out.started {
-		if err := out.writeHead(int(c.StatusCode), httpHeaders(c.Headers)); err != nil {
+	if out.body == nil {
+		sink, err := out.out.Head(int(c.StatusCode), httpHeaders(c.Headers), -1)
+		if err != nil {
 			return err
 		}
 		if len(body) == 0 {
 			return nil
 		}
-		return out.writeChunk(body, false)
+		return sink.Chunk(body, false)
 	}
 	if len(body) == 0 {
 		return nil
 	}
-	return out.writeChunk(body, true)
+	return out.body.Chunk(body, true)
 }
 
 func cancelReason(cause error) protocol.CancelReason {
