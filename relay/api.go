@@ -80,17 +80,21 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 		return
 	}
 	f, err := parseInference(body)
-	if err == nil && f.options != nil {
-		body, err = rewriteObject(body, "", "x_pool_options") // the relay's, never a target's
-	}
 	req := s.newRequest(r, d, arrival)
-	req.Model, req.Streaming, req.Body = f.Model, f.Stream, body
+	req.Model, req.Streaming = f.Model, f.Stream
 	req.endpoint, _ = endpoint.For(r.URL.Path)
 	req.dispatched = br.release
 	defer req.dropForeign()
 	x.id, x.model, x.stream = req.ID, f.Model, f.Stream
 	if err == nil {
-		err = s.wishes(req, r, f.options, key)
+		// An OpenAI stream reports usage only when asked. For a key's accounting the relay
+		// asks, and takes the usage chunk out again for a client that did not; without keys
+		// the body goes as the client sent it (the metrics count what streams report).
+		ask := key != nil && f.Stream && req.endpoint.Usage && req.endpoint.AskUsage
+		var clientAsked bool
+		req.Body, req.modelAt, clientAsked = f.rewrite(body, ask)
+		req.askedUsage = ask && !clientAsked
+		err = s.wishes(req, r, body, &f, key)
 	}
 	if err != nil {
 		x.status, x.reason = s.refuseBody(w, r, d, err), reasonOf(err)
@@ -125,15 +129,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	if req.endpoint.Usage {
 		tap := taps.Get().(*usage.Tap)
 		defer taps.Put(tap)
-		// An OpenAI stream reports usage only when asked. For a key's accounting the relay
-		// asks, and takes the usage chunk out again for a client that did not; without keys
-		// the body goes as the client sent it (the metrics count what streams report).
-		clientAsked := true
-		if key != nil && req.Streaming && req.endpoint.AskUsage {
-			req.Body, clientAsked = usage.AskForUsage(req.Body)
-			req.askedUsage = !clientAsked
-		}
-		out.tapUsage(tap, !clientAsked)
+		out.tapUsage(tap, req.askedUsage) // the relay asked for the usage chunk: the client gets none
 	}
 	s.serveChain(r.Context(), req, at, walk(asked, allowedChain(key, chain)), out, x)
 	s.account(r.Context(), req, key, asked, out)
@@ -150,8 +146,9 @@ var (
 // wishes reads what the request asks of scheduling: its priority (x_pool_options, else the
 // x-modelrelay-priority header, else its key's default; never above its ceiling), a preferred
 // target, its latency bound, and for cache-aware routing (on calls that carry a prompt) its
-// session key and prompt blocks.
-func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys.Key) error {
+// session key and prompt blocks, read from the client's body where its view says they lie.
+func (s *Server) wishes(req *Request, r *http.Request, body []byte, v *bodyView, key *keys.Key) error {
+	o := v.options
 	name := r.Header.Get("X-Modelrelay-Priority")
 	if o != nil {
 		req.maxLatency, req.prefer = o.maxLatency, o.preferGPU
@@ -181,11 +178,8 @@ func (s *Server) wishes(req *Request, r *http.Request, o *poolOptions, key *keys
 	}
 	req.prompt = prompts.Get().(*prefix.Prompt)
 	ps := parsers.Get().(*prefix.Parser)
-	err := ps.Parse(req.Body, req.prompt)
+	ps.ParseTop(body, &v.prompt, req.prompt)
 	parsers.Put(ps)
-	if err != nil {
-		req.prompt.Blocks, req.prompt.Session = req.prompt.Blocks[:0], ""
-	}
 	if key := r.Header.Get("X-Session-Id"); key != "" {
 		req.prompt.Session = key
 	}

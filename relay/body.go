@@ -2,89 +2,41 @@ package relay
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"hash/maphash"
 	"net/http"
-	"slices"
-	"time"
 	"unicode/utf8"
 
-	"github.com/valyala/fastjson"
-
+	"modelrelay/relay/prefix"
 	"modelrelay/relay/rawjson"
+	"modelrelay/relay/usage"
 )
 
-// inferenceFields are the only parts of a body the relay reads; the body itself travels on
-// byte for byte.
-type inferenceFields struct {
+// bodyView is the one read of a client's inference body (parseInference): what the relay
+// decides by, and where the members that later stages read or change lie, as offsets into
+// the body. No later stage walks the body's top level again: placement reads its prompt
+// members where they are, and the edits a target's copy needs are made in one pass (rewrite).
+type bodyView struct {
 	Model   string
 	Stream  bool
 	options *poolOptions // x_pool_options, when the body has it (even null)
+
+	model  span       // the model member, name and value (one, in whatever spelling)
+	cut    span       // x_pool_options and one separator beside it: what taking it out removes
+	usage  usage.Top  // stream_options, and where a new member goes
+	prompt prefix.Top // the members placement reads
 }
 
-// poolOptions are what a pool-aware client asks of the relay in x_pool_options: its own
-// fallback chain, and what scheduling should do for it. Unknown keys are ignored; the object
-// never reaches a target.
-type poolOptions struct {
-	fallbacks  []string      // replaces the configured chain (nil = keep it)
-	maxLatency time.Duration // refuse rather than queue longer (0 = any wait)
-	priority   string        // high, normal or low ("" = not said)
-	preferGPU  string        // a target id or name that gets the request whenever it has room
-}
-
-// given says whether an optional JSON member was sent with a value (null counts as not sent).
-func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
-
-// parsePoolOptions reads x_pool_options; a wrong type of a known key is the client's error.
-func parsePoolOptions(raw json.RawMessage) (*poolOptions, error) {
-	var v struct {
-		FallbackModels json.RawMessage `json:"fallback_models"`
-		MaxLatencyMS   json.RawMessage `json:"max_latency_ms"`
-		Priority       json.RawMessage `json:"priority"`
-		PreferGPU      json.RawMessage `json:"prefer_gpu"`
-	}
-	if string(raw) != "null" && json.Unmarshal(raw, &v) != nil {
-		return nil, badRequest("x_pool_options must be an object")
-	}
-	o := &poolOptions{}
-	if given(v.FallbackModels) {
-		if json.Unmarshal(v.FallbackModels, &o.fallbacks) != nil || slices.Contains(o.fallbacks, "") {
-			return nil, badRequest("x_pool_options.fallback_models must be a list of model names")
-		}
-		if o.fallbacks == nil {
-			o.fallbacks = []string{} // an empty list: no fallback for this request
-		}
-	}
-	if given(v.MaxLatencyMS) {
-		var ms float64
-		if json.Unmarshal(v.MaxLatencyMS, &ms) != nil || ms <= 0 || ms > 1e9 {
-			return nil, badRequest("x_pool_options.max_latency_ms must be a positive number of milliseconds")
-		}
-		o.maxLatency = time.Duration(ms * float64(time.Millisecond))
-	}
-	if given(v.Priority) {
-		err := json.Unmarshal(v.Priority, &o.priority)
-		if _, ok := parsePriority(o.priority); err != nil || !ok {
-			return nil, badRequest("x_pool_options.priority must be high, normal or low")
-		}
-	}
-	if given(v.PreferGPU) && json.Unmarshal(v.PreferGPU, &o.preferGPU) != nil {
-		return nil, badRequest("x_pool_options.prefer_gpu must be a target id or name")
-	}
-	return o, nil
-}
-
-func badRequest(msg string) *relayError {
-	return &relayError{status: http.StatusBadRequest, message: msg}
-}
+// span is the bytes b[from:to] of a body.
+type span struct{ from, to int }
 
 // parseInference validates a client body: a JSON object with a string model and an optional
-// boolean stream, in valid UTF-8, each top-level member named once. It reads the body once to
-// validate it (fastjson's strict validator, no allocations) and once to find the top-level
-// members; only the few values it needs are decoded. Member names match as encoding/json
-// matches struct fields: case-insensitively. (FuzzParseInference checks the result against
-// json.Unmarshal's on every input.)
+// boolean stream, in valid UTF-8, each top-level member named once. Its one walk of the top
+// level checks every value it steps over (rawjson's Unchecked reader: encoding/json's
+// grammar), so the body is validated as it is read, and notes where the members later stages
+// need lie; only the few values the relay reads are decoded. Member names match as
+// encoding/json matches struct fields: case-insensitively. (FuzzParseInference checks the
+// result against json.Unmarshal's on every input.)
 //
 // A member named twice is refused, not resolved: parsers disagree on which one counts
 // (encoding/json and Python's json take the last, others the first), so the model the relay
@@ -93,68 +45,108 @@ func badRequest(msg string) *relayError {
 // and whatever a target does with a duplicate deeper down (in a message) is between the client
 // and the target. The relay's own members also count as named twice in two spellings
 // ("model" and "Model"), since the relay reads them case-insensitively and a target may not.
-func parseInference(body []byte) (inferenceFields, error) {
+func parseInference(body []byte) (bodyView, error) {
 	if !utf8.Valid(body) {
-		return inferenceFields{}, badRequest("request body is not valid UTF-8")
+		return bodyView{}, badRequest("request body is not valid UTF-8")
 	}
-	if fastjson.ValidateBytes(body) != nil {
-		return inferenceFields{}, badRequest("request body is not valid JSON")
+	open := rawjson.SkipSpace(body, 0)
+	if open >= len(body) || body[open] != '{' {
+		if rawjson.Valid(body) {
+			return bodyView{}, badRequest("request body must be a JSON object")
+		}
+		return bodyView{}, badRequest("request body is not valid JSON")
 	}
-	var model, stream, options []byte
+	v, own, err := readTop(body, open)
+	if err != nil {
+		return bodyView{}, err
+	}
+	if v.Model = rawjson.String(own.model); v.Model == "" {
+		if len(own.model) > 0 && own.model[0] != '"' && string(own.model) != "null" {
+			return bodyView{}, badRequest("model must be a string")
+		}
+		return bodyView{}, badRequest("model is required")
+	}
+	switch string(own.stream) {
+	case "", "null", "false":
+	case "true":
+		v.Stream = true
+	default:
+		return bodyView{}, badRequest("stream must be a boolean")
+	}
+	if len(own.options) > 0 {
+		o, err := parsePoolOptions(own.options)
+		if err != nil {
+			return bodyView{}, err
+		}
+		v.options = o
+	}
+	return v, nil
+}
+
+// ownMembers are the values of the relay's own members, as sent (nil: not sent).
+type ownMembers struct{ model, stream, options []byte }
+
+// readTop walks the top level of the object whose brace is body[open], checking every value,
+// and notes where the members later stages need lie. A body that is not JSON is refused as
+// such before a member named twice or one too many.
+func readTop(body []byte, open int) (bodyView, ownMembers, error) {
+	v := bodyView{usage: usage.NewTop(open)}
+	var own ownMembers
 	var names memberNames
 	var refused error
-	err := walkObject(body, func(key []byte, start, value, end int) {
+	prevEnd, cutToNext := -1, false
+	o := rawjson.ObjectAt(body, open, rawjson.Unchecked)
+	var m rawjson.Member
+	for o.Next(&m) {
 		if refused != nil {
-			return
+			continue // read on: a body that is not JSON says so first
 		}
 		if names.n == maxTopMembers {
 			refused = errTooManyMembers
-			return
+			continue
+		}
+		if cutToNext {
+			v.cut.to, cutToNext = m.Start, false
 		}
 		var seen []byte
 		var field string
 		switch {
-		case keyIs(key, "model"):
-			field, seen, model = "model", model, body[value:end]
-		case keyIs(key, "stream"):
-			field, seen, stream = "stream", stream, body[value:end]
-		case keyIs(key, "x_pool_options"):
-			field, seen, options = "x_pool_options", options, body[value:end]
+		case rawjson.FieldIs(m.Key, "model"):
+			field, seen, own.model = "model", own.model, body[m.Value:m.End]
+			v.model = span{m.Start, m.End}
+		case rawjson.FieldIs(m.Key, "stream"):
+			field, seen, own.stream = "stream", own.stream, body[m.Value:m.End]
+		case rawjson.FieldIs(m.Key, "x_pool_options"):
+			field, seen, own.options = "x_pool_options", own.options, body[m.Value:m.End]
+			// The separator before it goes too; the first member takes the one after it.
+			if prevEnd >= 0 {
+				v.cut = span{prevEnd, m.End}
+			} else {
+				v.cut, cutToNext = span{m.Start, m.End}, true
+			}
 		}
 		if seen != nil {
 			refused = duplicateMember(field)
-			return
+			continue
 		}
-		refused = names.add(body, start, start+len(key))
-	})
-	if err != nil {
-		return inferenceFields{}, badRequest("request body must be a JSON object")
+		if refused = names.add(body, m.Start, m.Start+len(m.Key)); refused != nil {
+			continue
+		}
+		v.usage.Add(&m)
+		v.prompt.Add(&m)
+		prevEnd = m.End
+	}
+	if end := o.End(); end < 0 || rawjson.SkipSpace(body, end) != len(body) {
+		return bodyView{}, ownMembers{}, badRequest("request body is not valid JSON")
 	}
 	if refused != nil {
-		return inferenceFields{}, refused
+		return bodyView{}, ownMembers{}, refused
 	}
-	var f inferenceFields
-	if f.Model = jsonString(model); f.Model == "" {
-		if len(model) > 0 && model[0] != '"' && string(model) != "null" {
-			return inferenceFields{}, badRequest("model must be a string")
-		}
-		return inferenceFields{}, badRequest("model is required")
-	}
-	switch string(stream) {
-	case "", "null", "false":
-	case "true":
-		f.Stream = true
-	default:
-		return inferenceFields{}, badRequest("stream must be a boolean")
-	}
-	if len(options) > 0 {
-		o, err := parsePoolOptions(options)
-		if err != nil {
-			return inferenceFields{}, err
-		}
-		f.options = o
-	}
-	return f, nil
+	return v, own, nil
+}
+
+func badRequest(msg string) *relayError {
+	return &relayError{status: http.StatusBadRequest, message: msg}
 }
 
 // maxTopMembers bounds the top-level members of an inference body. A request of any of the
@@ -191,16 +183,14 @@ func (m *memberNames) add(body []byte, start, end int) error {
 	if bytes.IndexByte(quoted, '\\') < 0 {
 		h = maphash.Bytes(nameSeed, quoted[1:len(quoted)-1])
 	} else {
-		name, _ := unquoteKey(quoted)
-		h = maphash.String(nameSeed, name)
+		h = maphash.String(nameSeed, rawjson.String(quoted))
 	}
 	for _, seen := range m.at[:m.n] {
 		if seen.hash != h {
 			continue
 		}
-		if end, ok := rawjson.SkipString(body, seen.start); ok && sameName(body[seen.start:end], quoted) {
-			name, _ := unquoteKey(quoted)
-			return duplicateMember(name)
+		if end := rawjson.StringEnd(body, seen.start); end > 0 && sameName(body[seen.start:end], quoted) {
+			return duplicateMember(rawjson.String(quoted))
 		}
 	}
 	m.at[m.n].hash, m.at[m.n].start = h, start
@@ -216,21 +206,5 @@ func sameName(a, b []byte) bool {
 	if bytes.IndexByte(a, '\\') < 0 && bytes.IndexByte(b, '\\') < 0 {
 		return false
 	}
-	ka, errA := unquoteKey(a)
-	kb, errB := unquoteKey(b)
-	return errA == nil && errB == nil && ka == kb
-}
-
-// jsonString decodes a valid JSON value that should be a string; "" for anything else. A
-// string without escapes (every model name in practice) is one copy.
-func jsonString(raw []byte) string {
-	if len(raw) < 2 || raw[0] != '"' {
-		return ""
-	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1])
-	}
-	var s string
-	_ = json.Unmarshal(raw, &s)
-	return s
+	return rawjson.String(a) == rawjson.String(b)
 }

@@ -1,73 +1,114 @@
 package relay
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"reflect"
 	"strings"
 	"testing"
+
+	"modelrelay/relay/usage"
 )
 
-func TestRewriteObject(t *testing.T) {
-	cases := []struct{ in, model, want string }{
-		{`{"model":"a","x_pool_options":{"fallback_models":["b"]},"stream":true}`, "", `{"model":"a","stream":true}`},
-		{`{"model":"a","messages":[{"role":"user","content":"} \" {"}]}`, "b", `{"model":"b","messages":[{"role":"user","content":"} \" {"}]}`},
-		{` { "stream" : false , "model" : "a" , "m\u006fdel":"c"} `, "b", `{"model":"b","stream" : false}`},
-		{`{}`, "b", `{"model":"b"}`},
-		{`{"x_pool_options":1}`, "", `{}`},
-		// The relay reads its members case-insensitively: no other spelling stays behind.
-		{`{"MODEL":"a","X_Pool_Options":{},"n":1}`, "b", `{"model":"b","n":1}`},
+func TestRewrite(t *testing.T) {
+	cases := []struct {
+		in   string
+		ask  bool
+		want string
+	}{
+		{`{"model":"a","x_pool_options":{"fallback_models":["b"]},"stream":true}`, false, `{"model":"a","stream":true}`},
+		{`{"x_pool_options":{"priority":"low"}, "model":"a"}`, false, `{"model":"a"}`},
+		{`{ "model" : "a" , "X_Pool_Options" : null } `, false, `{ "model" : "a" } `},
+		{`{"model":"a","stream":true}`, false, `{"model":"a","stream":true}`},
+		{`{"model":"a","stream":true}`, true, `{"model":"a","stream":true,"stream_options":{"include_usage":true}}`},
+		{`{"model":"a","stream":true,"x_pool_options":{}}`, true, `{"model":"a","stream":true,"stream_options":{"include_usage":true}}`},
+		{`{"x_pool_options":{},"stream_options":{"include_usage":false},"model":"a"}`, true, `{"stream_options":{"include_usage":true},"model":"a"}`},
+		{`{"model":"a","stream_options":{"include_usage":true},"x_pool_options":{}}`, true, `{"model":"a","stream_options":{"include_usage":true}}`},
 	}
 	for _, c := range cases {
-		got, err := rewriteObject([]byte(c.in), c.model, "x_pool_options")
-		if err != nil || string(got) != c.want {
-			t.Errorf("rewriteObject(%s, %q) = %s, %v; want %s", c.in, c.model, got, err, c.want)
+		v, err := parseInference([]byte(c.in))
+		if err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		got, at, _ := v.rewrite([]byte(c.in), c.ask)
+		if string(got) != c.want || !strings.HasSuffix(string(got[at.from:at.to]), `"a"`) {
+			t.Errorf("rewrite(%s, ask %v) = %s (model at %q); want %s", c.in, c.ask, got, got[at.from:at.to], c.want)
+		}
+		moved, at, err := withModel(got, at, "b")
+		if err != nil || !strings.Contains(string(moved), `"model":"b"`) || string(moved[at.from:at.to]) != `"model":"b"` ||
+			strings.Contains(strings.ToLower(string(moved)), `"a"`) {
+			t.Errorf("withModel(%s) = %s, %v", got, moved, err)
 		}
 	}
-	for _, bad := range []string{``, `[]`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":"x`, `{"a":[1}`, `{"a":1`} {
-		if _, err := rewriteObject([]byte(bad), "m"); err == nil {
-			t.Errorf("rewriteObject(%q) accepted it", bad)
+	// The relay reads its members case-insensitively: no other spelling stays behind.
+	body := []byte(`{"MODEL":"a","X_Pool_Options":{},"n":1}`)
+	v, _ := parseInference(body)
+	got, at, _ := v.rewrite(body, false)
+	if got, _, _ = withModel(got, at, "b"); string(got) != `{"model":"b","n":1}` {
+		t.Errorf("got %s", got)
+	}
+	if _, _, err := withModel(body, span{}, "b"); err == nil {
+		t.Error("withModel without a model member went on")
+	}
+}
+
+// checkRewrite: what a target receives of a body parseInference accepted, as v.rewrite and
+// withModel make it, is valid JSON that decodes to the client's members but x_pool_options,
+// with stream_options.include_usage true when usage is asked for, and the model set.
+func checkRewrite(t *testing.T, body []byte, v *bodyView) {
+	t.Helper()
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(body, &in); err != nil {
+		t.Fatalf("accepted %q: %v", body, err)
+	}
+	maps.DeleteFunc(in, func(k string, _ json.RawMessage) bool { return strings.EqualFold(k, "x_pool_options") })
+	for _, ask := range []bool{false, true} {
+		out, at, clientAsked := v.rewrite(body, ask)
+		if !ask && v.options == nil && &out[0] != &body[0] {
+			t.Fatalf("%q: a body with nothing to change was copied", body)
+		}
+		want := maps.Clone(in)
+		if ask {
+			// The edit of stream_options is AskForUsage's, made on a body without x_pool_options.
+			stripped, _ := json.Marshal(in)
+			asked, wasAsked := usage.AskForUsage(stripped)
+			if wasAsked != clientAsked {
+				t.Fatalf("%q: client asked %v, AskForUsage says %v", body, clientAsked, wasAsked)
+			}
+			want = nil
+			json.Unmarshal(asked, &want)
+		}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil || !reflect.DeepEqual(compactAll(got), compactAll(want)) {
+			t.Fatalf("rewrite(%q, ask %v) = %q; want the members %v", body, ask, out, want)
+		}
+		var model struct{ Model string }
+		if json.Unmarshal([]byte("{"+string(out[at.from:at.to])+"}"), &model) != nil || model.Model != v.Model {
+			t.Fatalf("rewrite(%q): model at %q", body, out[at.from:at.to])
+		}
+		moved, at, err := withModel(out, at, "alt")
+		maps.DeleteFunc(want, func(k string, _ json.RawMessage) bool { return strings.EqualFold(k, "model") })
+		want["model"] = json.RawMessage(`"alt"`)
+		got = nil
+		if err != nil || json.Unmarshal(moved, &got) != nil || !reflect.DeepEqual(compactAll(got), compactAll(want)) ||
+			string(moved[at.from:at.to]) != `"model":"alt"` {
+			t.Fatalf("withModel(%q) = %q, %v", out, moved, err)
 		}
 	}
 }
 
-// FuzzRewriteObject: for any valid JSON object, the rewrite is valid JSON that decodes to the
-// same members minus the dropped ones, with the model set.
-func FuzzRewriteObject(f *testing.F) {
-	for _, s := range []string{
-		`{"model":"a","x_pool_options":{"fallback_models":["b"]},"stream":true}`,
-		`{"model":"a","messages":[{"role":"user","content":"}\"{"}],"n":1e3,"t":null}`,
-		`{"m\u006fdel":"a","x_pool_options":[],"model":"z"}`,
-		`{ }`, `{"a":{"b":[{"c":"]"}]}}`,
-	} {
-		f.Add([]byte(s), "alt")
+// compactAll is the members decoded, for comparing.
+func compactAll(m map[string]json.RawMessage) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.UseNumber()
+		var x any
+		dec.Decode(&x)
+		out[k] = x
 	}
-	f.Fuzz(func(t *testing.T, body []byte, model string) {
-		out, err := rewriteObject(body, model, "x_pool_options")
-		var in map[string]any
-		if json.Unmarshal(body, &in) != nil || in == nil {
-			return // not an object: any error (or a lenient answer) is fine, as long as no panic
-		}
-		if err != nil {
-			t.Fatalf("valid object refused: %s: %v", body, err)
-		}
-		var got map[string]any
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatalf("rewrite of %s is not JSON: %s", body, out)
-		}
-		want := maps.Clone(in)
-		maps.DeleteFunc(want, func(k string, _ any) bool {
-			return strings.EqualFold(k, "x_pool_options") || model != "" && strings.EqualFold(k, "model")
-		})
-		if model != "" {
-			var m string
-			json.Unmarshal(mustJSON(model), &m) // what the model string reads back as (invalid UTF-8 is replaced)
-			want["model"] = m
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("rewrite of %s = %s", body, out)
-		}
-	})
+	return out
 }
 
 func mustJSON(v any) []byte {

@@ -38,6 +38,9 @@ type Request struct {
 
 	// endpoint is the inference call the client made (the zero Endpoint for a pass-through).
 	endpoint endpoint.Endpoint
+	// modelAt is where the model member lies in the client's family's body (Body, or
+	// native.body while translated): a fallback replaces it there.
+	modelAt span
 	// Translation (see convert.go): the request as the client sent it and as a target of the
 	// other family receives it (built on first need).
 	native     *wire
@@ -72,11 +75,11 @@ func (req *Request) retarget(model string) error {
 		req.dropForeign()
 		req.native, req.translated = nil, false
 	}
-	body, err := rewriteObject(req.Body, model)
+	body, at, err := withModel(req.Body, req.modelAt, model)
 	if err != nil {
 		return err
 	}
-	req.Model, req.Body = model, body
+	req.Model, req.Body, req.modelAt = model, body, at
 	req.requeues, req.state = 0, stateNew
 	return nil
 }

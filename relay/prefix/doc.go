@@ -9,6 +9,8 @@
 //     completions or responses; Anthropic messages) into a Prompt: the block hashes of its
 //     canonical text and its session key. It reads the body in one pass, decoding only the
 //     text it hashes, and allocates nothing once warm but the session key's string.
+//     ParseTop does the same for a body whose top level the caller has read already (Top,
+//     filled as it read), without walking the top level again.
 //   - Index is the bounded per-target recency set of block hashes: Record what a target
 //     served, Match how many leading blocks of a prompt it holds, Forget a target that left.
 //   - Sessions maps a session key to the target that served it last, for a while.

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+
+	"modelrelay/relay/rawjson"
 )
 
 // FuzzParse: no body panics the parser or gives more than MaxBlocks; a reused Parser gives
-// what a fresh one does; the blocks are the hashes of the canonical text; and every JSON
-// object is accepted. The corpus holds hand-made bodies of every dialect and captures of
+// what a fresh one does; the blocks are the hashes of the canonical text; every JSON object
+// is accepted; and ParseTop, given the top level as a first read finds it, gives what Parse
+// does. The corpus holds hand-made bodies of every dialect and captures of
 // Claude Code's and the SDKs' traffic (the same as relay/translate's).
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
@@ -39,6 +42,19 @@ func FuzzParse(f *testing.F) {
 		}
 		if !slices.Equal(want.Blocks, chainOf(text)) {
 			t.Fatalf("blocks are not the hashes of the canonical text")
+		}
+		if start := rawjson.SkipSpace(body, 0); rawjson.Valid(body) && body[start] == '{' {
+			var top Top
+			o := rawjson.ObjectAt(body, start, rawjson.Unchecked)
+			var m rawjson.Member
+			for o.Next(&m) {
+				top.Add(&m)
+			}
+			var got Prompt
+			reused.ParseTop(body, &top, &got)
+			if !slices.Equal(got.Blocks, want.Blocks) || got.Session != want.Session {
+				t.Fatalf("ParseTop gives %x %q, Parse %x %q", got.Blocks, got.Session, want.Blocks, want.Session)
+			}
 		}
 	})
 }

@@ -47,37 +47,17 @@ type Parser struct {
 // relay has validated it): it refuses what is not an object or cannot be walked, such as an
 // unterminated string or unbalanced brackets.
 func (p *Parser) Parse(body []byte, dst *Prompt) error {
-	dst.Blocks = dst.Blocks[:0]
-	dst.Session = ""
-	p.system.reset()
-	p.leading.reset()
-	p.tools.reset()
-	p.msgs.reset()
-	p.inLead = true
+	p.start(dst)
 	defer p.trim()
-
-	var cacheKey, user, userID []byte
+	var keys sessionKeys
 	r := reader{b: body}
 	if !r.enter('{') {
 		return ErrNotObject
 	}
 	for r.next('}') {
-		switch string(r.key()) {
-		case "system", "instructions":
-			p.content(&r, &p.system, roleSystem)
-		case "tools", "functions":
-			p.toolList(&r)
-		case "messages", "input":
-			p.messages(&r)
-		case "prompt":
-			p.completion(&r)
-		case "prompt_cache_key":
-			cacheKey = str(r.skip())
-		case "user":
-			user = str(r.skip())
-		case "metadata":
-			userID = str(field(r.skip(), "user_id"))
-		default:
+		if f := fieldOf(r.key()); f != fieldNone {
+			p.member(&r, f, &keys)
+		} else {
 			r.skip()
 		}
 	}
@@ -85,9 +65,66 @@ func (p *Parser) Parse(body []byte, dst *Prompt) error {
 	if r.bad || r.i != len(body) {
 		return ErrNotObject
 	}
-	dst.Session = sessionKey(cacheKey, user, userID)
-	dst.Blocks = p.assemble(dst.Blocks)
+	p.finish(dst, &keys)
 	return nil
+}
+
+// ParseTop is Parse for a body whose top level was read already (into top, by whoever read it
+// first): it reads the members placement needs where they lie, without walking the top level
+// again. The body must have been checked: it is read as Parse reads a JSON object.
+func (p *Parser) ParseTop(body []byte, top *Top, dst *Prompt) {
+	if top.over {
+		if p.Parse(body, dst) != nil {
+			dst.Blocks, dst.Session = dst.Blocks[:0], ""
+		}
+		return
+	}
+	p.start(dst)
+	defer p.trim()
+	var keys sessionKeys
+	for _, m := range top.members[:top.n] {
+		r := reader{b: body[:m.end], i: m.value}
+		p.member(&r, m.field, &keys)
+	}
+	p.finish(dst, &keys)
+}
+
+func (p *Parser) start(dst *Prompt) {
+	dst.Blocks = dst.Blocks[:0]
+	dst.Session = ""
+	p.system.reset()
+	p.leading.reset()
+	p.tools.reset()
+	p.msgs.reset()
+	p.inLead = true
+}
+
+func (p *Parser) finish(dst *Prompt, keys *sessionKeys) {
+	dst.Session = sessionKey(keys.cacheKey, keys.user, keys.userID)
+	dst.Blocks = p.assemble(dst.Blocks)
+}
+
+// sessionKeys are the members a session key may come from, as sent.
+type sessionKeys struct{ cacheKey, user, userID []byte }
+
+// member reads the value at r of the top-level member f.
+func (p *Parser) member(r *reader, f field, keys *sessionKeys) {
+	switch f {
+	case fieldSystem:
+		p.content(r, &p.system, roleSystem)
+	case fieldTools:
+		p.toolList(r)
+	case fieldMessages:
+		p.messages(r)
+	case fieldPrompt:
+		p.completion(r)
+	case fieldCacheKey:
+		keys.cacheKey = str(r.skip())
+	case fieldUser:
+		keys.user = str(r.skip())
+	case fieldMetadata:
+		keys.userID = str(fieldValue(r.skip(), "user_id"))
+	}
 }
 
 // trim drops a scratch buffer grown by one huge value, so a pooled Parser does not pin it.
@@ -283,8 +320,8 @@ func (p *Parser) message(r *reader) {
 		p.toolCalls(&cr)
 	}
 	if fcall != nil {
-		ar := reader{b: field(fcall, "arguments")}
-		p.call(&p.msgs, field(fcall, "name"), &ar)
+		ar := reader{b: fieldValue(fcall, "arguments")}
+		p.call(&p.msgs, fieldValue(fcall, "name"), &ar)
 	}
 }
 
@@ -478,7 +515,7 @@ func (p *Parser) image(imageURL, source, fileID []byte) (uint64, bool) {
 	}
 	u := imageURL
 	if len(u) > 0 && u[0] == '{' {
-		u = field(u, "url")
+		u = fieldValue(u, "url")
 	}
 	if u == nil {
 		u = fileID

@@ -1,14 +1,25 @@
-// Package rawjson reads JSON request bodies as bytes, without decoding them into values: it
-// skips values (the relay edits a body's top level and forwards the rest byte for byte) and
-// says where a body is wrong in the terms of the API the client speaks, with the JSON path of
-// the value as the client wrote it and the JSON type it must have ("messages[2].content must
-// be a string or an array", "max_tokens must be an integer"). encoding/json's own errors name
-// Go types and struct fields ("cannot unmarshal string into Go struct field
+// Package rawjson is the relay's one JSON scanner: it reads JSON text as bytes, without
+// decoding it into values, and every reader of JSON bytes in the relay uses it (the first read
+// of a client's body, its edits, the prompt reader of cache-aware placement, the request
+// translation, the usage reader of answers):
+//
+//   - SkipValue, SkipString and Valid step over a value checking it as encoding/json does;
+//     ValueEnd and StringEnd step over a value of text already checked, faster;
+//   - Object and Array read the members and elements of one object or array in order,
+//     checking what they step over or not (Trust), without allocating;
+//   - Unescape, AppendUnescaped, String, KeyIs and FieldIs decode strings and names only where
+//     a reader needs them;
+//   - Edits change a text in one pass that builds one new text.
+//
+// It also says where a body is wrong in the terms of the API the client speaks, with the JSON
+// path of the value as the client wrote it and the JSON type it must have ("messages[2].content
+// must be a string or an array", "max_tokens must be an integer"). encoding/json's own errors
+// name Go types and struct fields ("cannot unmarshal string into Go struct field
 // anthropicRequest.messages of type []translate.anthropicMessage"), which mean nothing to a
 // client and show the relay's insides; no text of theirs reaches a client.
 //
-// It imports nothing of the relay, so the relay, its translation and its demo model server
-// all use it.
+// It imports nothing of the relay, so the relay, its translation, its placement and usage
+// readers and its demo model server all use it.
 package rawjson
 
 import (

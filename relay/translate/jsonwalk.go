@@ -2,18 +2,17 @@ package translate
 
 import (
 	"bytes"
-	"encoding/json"
-	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"modelrelay/relay/rawjson"
 )
 
 // The request mappers read the client's body where it lies instead of decoding it: a value
 // is the bytes that spell it (a sub-slice of the body), and what they write is copied from
 // those bytes, strings still escaped as the client sent them. Nothing is allocated per
-// message or block, so a mapping costs its output and little more. The walk trusts the
-// body's syntax: every entry point checks first that the body is valid JSON and UTF-8, and
-// the walk still never reads out of bounds on anything else.
+// message or block, so a mapping costs its output and little more. The walk is rawjson's
+// reader of checked text: every entry point checks first that the body is valid JSON and
+// UTF-8 (rawjson.Valid), and the walk still never reads out of bounds on anything else.
 
 // kind of the value v: '"' string, '{' object, '[' array, 't' or 'f' a boolean, 'n' null,
 // '0' a number; 0 for none (an absent member).
@@ -37,63 +36,15 @@ func present(v []byte) []byte {
 	return v
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
+func skipSpace(b []byte, i int) int { return rawjson.SkipSpace(b, i) }
 
-// stringEnd returns the offset just past the string that opens at b[i].
+// stringEnd returns the offset just past the string that opens at b[i] (len(b) if it does not
+// end).
 func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			break
-		}
-		q := j + k
-		escapes := 0
-		for p := q - 1; p > i && b[p] == '\\'; p-- {
-			escapes++
-		}
-		if escapes%2 == 0 {
-			return q + 1
-		}
-		j = q + 1
+	if end := rawjson.StringEnd(b, i); end >= 0 {
+		return end
 	}
 	return len(b)
-}
-
-// valueEnd returns the offset just past the value that starts at b[i].
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return len(b)
-	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = stringEnd(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(b)
-	}
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
-		i++
-	}
-	return i
 }
 
 // eachMember calls f with each member of the object obj: its key as written (quoted) and
@@ -102,22 +53,11 @@ func eachMember(obj []byte, f func(key, val []byte) error) error {
 	if kind(obj) != '{' {
 		return nil
 	}
-	i := skipSpace(obj, 1)
-	for i < len(obj) && obj[i] == '"' {
-		end := stringEnd(obj, i)
-		key := obj[i:end]
-		v := skipSpace(obj, end)
-		v = skipSpace(obj, v+1) // past the colon
-		if v >= len(obj) {
-			return nil
-		}
-		vEnd := valueEnd(obj, v)
-		if err := f(key, obj[v:vEnd]); err != nil {
+	o := rawjson.ObjectAt(obj, 0, rawjson.Checked)
+	var m rawjson.Member
+	for o.Next(&m) {
+		if err := f(m.Key, obj[m.Value:m.End]); err != nil {
 			return err
-		}
-		i = skipSpace(obj, vEnd)
-		if i < len(obj) && obj[i] == ',' {
-			i = skipSpace(obj, i+1)
 		}
 	}
 	return nil
@@ -129,79 +69,28 @@ func eachElement(arr []byte, f func(i int, val []byte) error) error {
 	if kind(arr) != '[' {
 		return nil
 	}
-	i := skipSpace(arr, 1)
-	for n := 0; i < len(arr) && arr[i] != ']'; n++ {
-		end := valueEnd(arr, i)
-		if end == i {
-			return nil
-		}
-		if err := f(n, arr[i:end]); err != nil {
-			return err
-		}
-		i = skipSpace(arr, end)
-		if i < len(arr) && arr[i] == ',' {
-			i = skipSpace(arr, i+1)
-		}
-	}
-	return nil
-}
-
-// fieldName is a member's key as encoding/json matches it to a struct field: unescaped, and
-// folded so that it equals a lower-case ASCII field name exactly when the two are equal
-// under Unicode case folding ("Type", "TYPE" and "ſtream" name type and stream). buf is
-// scratch space for the result.
-func fieldName(key []byte, buf []byte) []byte {
-	in := inner(key)
-	if bytes.IndexByte(in, '\\') >= 0 {
-		s, ok := unquote(key)
+	a := rawjson.ArrayAt(arr, 0, rawjson.Checked)
+	for n := 0; ; n++ {
+		start, end, ok := a.Next()
 		if !ok {
 			return nil
 		}
-		in = []byte(s)
-	}
-	out := buf[:0]
-	for len(in) > 0 {
-		if c := in[0]; c < utf8.RuneSelf {
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			out = append(out, c)
-			in = in[1:]
-			continue
+		if err := f(n, arr[start:end]); err != nil {
+			return err
 		}
-		r, n := utf8.DecodeRune(in)
-		in = in[n:]
-		out = utf8.AppendRune(out, asciiFold(r))
 	}
-	return out
 }
 
-// asciiFold is the lower-case ASCII letter r folds to (the Kelvin sign to k), else r.
-func asciiFold(r rune) rune {
-	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-		if f < utf8.RuneSelf {
-			return unicode.ToLower(f)
-		}
-	}
-	return r
-}
+// fieldName is a member's key as encoding/json matches it to a struct field: unescaped, and
+// folded so that it equals a lower-case ASCII field name exactly when the two match ("Type",
+// "TYPE" and "ſtream" name type and stream). buf is scratch space for the result.
+func fieldName(key []byte, buf []byte) []byte { return rawjson.FoldKey(key, buf[:0]) }
 
 // inner is a string value without its quotes: its text as escaped in the body.
-func inner(s []byte) []byte {
-	if len(s) < 2 {
-		return nil
-	}
-	return s[1 : len(s)-1]
-}
+func inner(s []byte) []byte { return rawjson.Inner(s) }
 
 // unquote decodes a string value.
-func unquote(s []byte) (string, bool) {
-	if bytes.IndexByte(s, '\\') < 0 {
-		return string(inner(s)), true
-	}
-	var out string
-	return out, json.Unmarshal(s, &out) == nil
-}
+func unquote(s []byte) (string, bool) { return rawjson.String(s), true }
 
 // is reports whether the string value s decodes to want.
 func is(s []byte, want string) bool {
@@ -303,81 +192,7 @@ const hexDigit = "0123456789abcdef"
 
 // appendUnescaped appends the text of the string value s, decoded. A lone surrogate becomes
 // U+FFFD, as encoding/json decodes it. Decoding never makes a string longer.
-func appendUnescaped(dst, s []byte) []byte {
-	in := inner(s)
-	for len(in) > 0 {
-		k := bytes.IndexByte(in, '\\')
-		if k < 0 {
-			return append(dst, in...)
-		}
-		dst = append(dst, in[:k]...)
-		in = in[k:]
-		if len(in) < 2 {
-			return dst
-		}
-		switch c := in[1]; c {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, n := hexRune(in)
-			dst = utf8.AppendRune(dst, r)
-			in = in[n:]
-			continue
-		default: // " \ /
-			dst = append(dst, c)
-		}
-		in = in[2:]
-	}
-	return dst
-}
-
-// hexRune reads the \uXXXX escape (or surrogate pair of them) at the start of in and returns
-// the rune and the bytes it took.
-func hexRune(in []byte) (rune, int) {
-	r, ok := hex4(in)
-	if !ok {
-		return utf8.RuneError, min(len(in), 2)
-	}
-	if utf16.IsSurrogate(r) {
-		if r2, ok := hex4(in[6:]); ok && len(in) >= 12 && in[6] == '\\' {
-			if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
-				return pair, 12
-			}
-		}
-		return utf8.RuneError, 6
-	}
-	return r, 6
-}
-
-// hex4 reads \uXXXX at the start of in.
-func hex4(in []byte) (rune, bool) {
-	if len(in) < 6 || in[0] != '\\' || in[1] != 'u' {
-		return 0, false
-	}
-	var r rune
-	for _, c := range in[2:6] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
+func appendUnescaped(dst, s []byte) []byte { return rawjson.AppendUnescaped(dst, inner(s)) }
 
 // unescapedLen is the length of the string value s decoded (0 for anything but a string).
 func unescapedLen(s []byte) int {
@@ -392,18 +207,12 @@ func unescapedLen(s []byte) int {
 			return n + len(in)
 		}
 		n += k
-		in = in[k:]
-		if len(in) < 2 {
-			return n
+		r, size := rawjson.Unescape(in[k:])
+		if size == 0 {
+			r, size = utf8.RuneError, min(2, len(in)-k)
 		}
-		if in[1] != 'u' {
-			n++
-			in = in[2:]
-			continue
-		}
-		r, size := hexRune(in)
 		n += utf8.RuneLen(r)
-		in = in[size:]
+		in = in[k+size:]
 	}
 	return n
 }

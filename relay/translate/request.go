@@ -1,13 +1,14 @@
 package translate
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"modelrelay/relay/rawjson"
 )
 
 // Request is what a mapped request needs on its way back.
@@ -142,7 +143,7 @@ func checkBody(body []byte) error {
 	if !utf8.Valid(body) {
 		return invalid("request body is not valid UTF-8")
 	}
-	if !json.Valid(body) {
+	if !rawjson.Valid(body) {
 		return invalid("request body is not valid JSON")
 	}
 	if kind(body[skipSpace(body, 0):]) != '{' {

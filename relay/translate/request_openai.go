@@ -2,8 +2,9 @@ package translate
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
+
+	"modelrelay/relay/rawjson"
 )
 
 // An OpenAI chat completion request, mapped to an Anthropic Messages request as it is
@@ -434,7 +435,7 @@ func writeToolInput(o *out, args []byte) {
 	start := len(o.b)
 	o.b = appendUnescaped(o.b, args)
 	got := o.b[start:]
-	if t := bytes.TrimSpace(got); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+	if t := bytes.TrimSpace(got); len(t) == 0 || t[0] != '{' || !rawjson.Valid(t) {
 		o.b = append(o.b[:start], "{}"...)
 		return
 	}

@@ -1,5 +1,7 @@
 package usage
 
+import "modelrelay/relay/rawjson"
+
 // AskForUsage makes an OpenAI streaming request body (chat/completions or completions) ask for
 // the final usage chunk: it sets stream_options.include_usage to true, keeping every other
 // member and every other stream_options member (e.g. continuous_usage_stats) as sent. asked
@@ -11,69 +13,86 @@ package usage
 // edited. A stream_options that is not an object (null, say) is replaced by
 // {"include_usage":true}.
 func AskForUsage(body []byte) (out []byte, asked bool) {
-	open := skipSpace(body, 0)
-	top, ok := findMember(body, open, "stream_options")
-	if !ok || skipSpace(body, top.close) != len(body) {
+	top, ok := readTop(body)
+	if !ok {
 		return body, true
 	}
-	switch {
-	case top.val < 0:
-		return insertMember(body, open, top.lastEnd, `"stream_options":{"include_usage":true}`), false
-	case body[top.val] != '{':
-		return splice(body, top.val, top.end, `{"include_usage":true}`), false
-	}
-	opts, _ := findMember(body, top.val, "include_usage") // valid: the walk above checked it
-	switch {
-	case opts.val < 0:
-		return insertMember(body, top.val, opts.lastEnd, `"include_usage":true`), false
-	case string(body[opts.val:opts.end]) == "true":
+	var e rawjson.Edits
+	if Ask(&e, body, top) {
 		return body, true
 	}
-	return splice(body, opts.val, opts.end, "true"), false
+	return e.Apply(body), false
 }
 
-// objInfo is what findMember learns of an object.
-type objInfo struct {
-	val, end int // the value of the last member of the name looked for, b[val:end]; val < 0: none
-	lastEnd  int // where the object's last member ends; -1 when it has none
-	close    int // the index after the object's closing brace
+// Top is what Ask needs of a body's top level, as the one read of the body found it.
+type Top struct {
+	Open    int            // the opening brace
+	LastEnd int            // where the last member ends; -1: there is none
+	Options rawjson.Member // the (last) stream_options member; a nil Key: none
 }
 
-// findMember walks the object whose brace is b[i], looking for its last member named name.
-// ok is false if b[i] does not start a valid object.
-func findMember(b []byte, i int, name string) (o objInfo, ok bool) {
-	o = objInfo{val: -1, lastEnd: -1}
-	w := walk(b, i, 0)
-	var m member
-	for w.next(&m) {
-		if keyIs(m.key, name) {
-			o.val, o.end = m.val, m.end
+// NewTop starts a Top for the object whose opening brace is at open; Add its members.
+func NewTop(open int) Top { return Top{Open: open, LastEnd: -1} }
+
+// Add notes the object's next member m, read in order.
+func (t *Top) Add(m *rawjson.Member) {
+	if isStreamOptions(m.Key) {
+		t.Options = *m
+	}
+	t.LastEnd = m.End
+}
+
+// readTop reads the top level of body, checking it; ok is false when body is not one JSON
+// object.
+func readTop(body []byte) (top Top, ok bool) {
+	top = NewTop(rawjson.SkipSpace(body, 0))
+	o := rawjson.ObjectAt(body, top.Open, rawjson.Unchecked)
+	var m rawjson.Member
+	for o.Next(&m) {
+		top.Add(&m)
+	}
+	end := o.End()
+	return top, end >= 0 && rawjson.SkipSpace(body, end) == len(body)
+}
+
+// isStreamOptions reports whether a member name, as written, is stream_options: as a decoder
+// reads it, escapes decoded ("stream\u005foptions" is stream_options to a model server).
+func isStreamOptions(key []byte) bool { return rawjson.KeyIs(key, "stream_options") }
+
+// Ask adds to e the edits that make body, a checked JSON object whose top level is top, ask
+// for usage, or reports that it asks already (asked; then it adds none).
+func Ask(e *rawjson.Edits, body []byte, top Top) (asked bool) {
+	opts := &top.Options
+	switch {
+	case opts.Key == nil && top.LastEnd < 0:
+		e.Replace(top.Open+1, top.Open+1, `"stream_options":{"include_usage":true}`)
+		return false
+	case opts.Key == nil:
+		e.Replace(top.LastEnd, top.LastEnd, `,"stream_options":{"include_usage":true}`)
+		return false
+	case body[opts.Value] != '{':
+		e.Replace(opts.Value, opts.End, `{"include_usage":true}`)
+		return false
+	}
+	o := rawjson.ObjectAt(body, opts.Value, rawjson.Checked)
+	var m rawjson.Member
+	include, last := -1, -1 // the last include_usage's value, and the last member's end
+	includeEnd := 0
+	for o.Next(&m) {
+		if rawjson.KeyIs(m.Key, "include_usage") {
+			include, includeEnd = m.Value, m.End
 		}
-		o.lastEnd = m.end
+		last = m.End
 	}
-	o.close = w.end()
-	return o, o.close >= 0
-}
-
-// insertMember adds the member text to the object whose brace is b[open], after its last
-// member, which ends at after (-1: it has none, the member goes right after the brace).
-func insertMember(b []byte, open, after int, text string) []byte {
-	if after < 0 {
-		return splice(b, open+1, open+1, "", text)
+	switch {
+	case include >= 0 && string(body[include:includeEnd]) == "true":
+		return true
+	case include >= 0:
+		e.Replace(include, includeEnd, "true")
+	case last >= 0:
+		e.Replace(last, last, `,"include_usage":true`)
+	default:
+		e.Replace(opts.Value+1, opts.Value+1, `"include_usage":true`)
 	}
-	return splice(b, after, after, ",", text)
-}
-
-// splice returns a copy of b with b[i:j] replaced by the texts.
-func splice(b []byte, i, j int, texts ...string) []byte {
-	n := len(b) - (j - i)
-	for _, s := range texts {
-		n += len(s)
-	}
-	out := make([]byte, 0, n)
-	out = append(out, b[:i]...)
-	for _, s := range texts {
-		out = append(out, s...)
-	}
-	return append(out, b[j:]...)
+	return false
 }

@@ -1,6 +1,10 @@
 package usage
 
-import "math"
+import (
+	"math"
+
+	"modelrelay/relay/rawjson"
+)
 
 // Counts are the tokens an answer reported.
 type Counts struct {
@@ -90,10 +94,10 @@ func addSat(a, b int64) int64 {
 	return a + b
 }
 
-// field is the member a key names, or -1.
+// field is the member a key (as written, quotes included) names, or -1.
 func field(key []byte) int {
 	for f, name := range fieldNames {
-		if keyIs(key, name) {
+		if rawjson.KeyIs(key, name) {
 			return f
 		}
 	}

@@ -1,6 +1,10 @@
 package usage
 
-import "bytes"
+import (
+	"bytes"
+
+	"modelrelay/relay/rawjson"
+)
 
 // This file is the data plane's gate: the cheap test every event passes before anything
 // else is done with it.
@@ -10,8 +14,10 @@ import "bytes"
 // escapes ("us\u0061ge"), which no server writes, is not a usage member.
 var usageKey = []byte(`"usage"`)
 
-// isUsage reports whether a member's name, as written, is usage.
-func isUsage(key []byte) bool { return string(key) == "usage" }
+var null = []byte("null")
+
+// isUsage reports whether a member's name, as written (quotes included), is usage.
+func isUsage(key []byte) bool { return string(key) == `"usage"` }
 
 // indexUsage is bytes.Index(b, usageKey), fast on JSON: bytes.Index looks for the first byte,
 // a quote, which JSON is full of (it costs ten times a scan for a newline on a chat chunk),
@@ -54,8 +60,8 @@ func mayReport(ev []byte) bool {
 			return false
 		}
 		i += k + len(usageKey)
-		colon := skipSpace(ev, i)
-		if colon >= len(ev) || ev[colon] != ':' || skipLiteral(ev, skipSpace(ev, colon+1), "null") < 0 {
+		colon := rawjson.SkipSpace(ev, i)
+		if colon >= len(ev) || ev[colon] != ':' || !bytes.HasPrefix(ev[rawjson.SkipSpace(ev, colon+1):], null) {
 			return true
 		}
 	}

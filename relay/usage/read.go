@@ -1,21 +1,24 @@
 package usage
 
-// This file reads usage objects where the answers put them.
+import "modelrelay/relay/rawjson"
+
+// This file reads usage objects where the answers put them. An answer is a target's text: it
+// is checked as it is read (rawjson's Unchecked readers), and what is not JSON reports nothing.
 
 // readUsage reads the usage object at b[i] into t. A value that is not an object (null
 // included), or an object that is malformed or cut off, is not a report: t is left as it was.
-func (t *tally) readUsage(b []byte, i, depth int) {
-	w := walk(b, i, depth+1)
+func (t *tally) readUsage(b []byte, i int) {
+	o := rawjson.ObjectAt(b, i, rawjson.Unchecked)
 	var u tally
-	var m member
-	for w.next(&m) {
-		if f := field(m.key); f >= 0 {
-			if n, ok := parseCount(b[m.val:m.end]); ok {
+	var m rawjson.Member
+	for o.Next(&m) {
+		if f := field(m.Key); f >= 0 {
+			if n, ok := parseCount(b[m.Value:m.End]); ok {
 				u.set(f, n)
 			}
 		}
 	}
-	if w.end() < 0 {
+	if o.End() < 0 {
 		return
 	}
 	u.seen = true
@@ -24,12 +27,12 @@ func (t *tally) readUsage(b []byte, i, depth int) {
 
 // readNested reads the usage member of the object at b[i] (Anthropic's message_start
 // message, the Responses API's response), if it is one.
-func (t *tally) readNested(b []byte, i, depth int) {
-	w := walk(b, i, depth+1)
-	var m member
-	for w.next(&m) {
-		if isUsage(m.key) {
-			t.readUsage(b, m.val, depth+1)
+func (t *tally) readNested(b []byte, i int) {
+	o := rawjson.ObjectAt(b, i, rawjson.Unchecked)
+	var m rawjson.Member
+	for o.Next(&m) {
+		if isUsage(m.Key) {
+			t.readUsage(b, m.Value)
 		}
 	}
 }
@@ -52,21 +55,21 @@ const (
 // response.completed, .incomplete and .failed). ok is false when the data is not a JSON
 // object: then nothing it holds counts.
 func readEvent(data []byte) (info eventInfo, ok bool) {
-	w := walk(data, skipSpace(data, 0), 0)
-	var m member
-	for w.next(&m) {
+	o := rawjson.ObjectAt(data, rawjson.SkipSpace(data, 0), rawjson.Unchecked)
+	var m rawjson.Member
+	for o.Next(&m) {
 		switch {
-		case isUsage(m.key):
-			info.usage = info.usage || data[m.val] != 'n' // a valid value starting with n is null
-			info.rep.readUsage(data, m.val, 0)
-		case keyIs(m.key, "message"), keyIs(m.key, "response"):
-			info.rep.readNested(data, m.val, 0)
-		case keyIs(m.key, "choices"):
-			info.choices = choicesKind(data, m.val, m.end)
+		case isUsage(m.Key):
+			info.usage = info.usage || data[m.Value] != 'n' // a valid value starting with n is null
+			info.rep.readUsage(data, m.Value)
+		case rawjson.KeyIs(m.Key, "message"), rawjson.KeyIs(m.Key, "response"):
+			info.rep.readNested(data, m.Value)
+		case rawjson.KeyIs(m.Key, "choices"):
+			info.choices = choicesKind(data, m.Value, m.End)
 		}
 	}
-	end := w.end()
-	return info, end >= 0 && skipSpace(data, end) == len(data)
+	end := o.End()
+	return info, end >= 0 && rawjson.SkipSpace(data, end) == len(data)
 }
 
 // choicesKind classifies the valid value b[i:end] of a choices member.
@@ -74,7 +77,7 @@ func choicesKind(b []byte, i, end int) uint8 {
 	switch {
 	case b[i] != '[':
 		return noChoices
-	case skipSpace(b, i+1) == end-1:
+	case rawjson.SkipSpace(b, i+1) == end-1:
 		return emptyChoices
 	}
 	return someChoices

@@ -4,37 +4,41 @@ package usage
 // data loses every top-level usage member that is not null, the rest of the event stays as
 // it was.
 
-import "bytes"
+import (
+	"bytes"
+
+	"modelrelay/relay/rawjson"
+)
 
 // stripped reports whether a member goes: a top-level usage that is not null ("usage": null
 // in ordinary chunks is what the client gets without asking, it stays).
-func stripped(data []byte, m *member) bool {
-	return isUsage(m.key) && data[m.val] != 'n'
+func stripped(data []byte, m *rawjson.Member) bool {
+	return isUsage(m.Key) && data[m.Value] != 'n'
 }
 
 // withoutUsage appends to dst the JSON object data (valid: readEvent read it) without its
 // stripped members. The bytes around them stay as they were, separators included:
 // `{"a":1, "usage":{…}}` becomes `{"a":1}`, `{"usage":{…}, "a":1}` becomes `{"a":1}`.
 func withoutUsage(dst, data []byte) []byte {
-	open := skipSpace(data, 0)
+	open := rawjson.SkipSpace(data, 0)
 	dst = append(dst, data[:open+1]...)
-	w := walk(data, open, 0)
-	var m member
+	o := rawjson.ObjectAt(data, open, rawjson.Checked)
+	var m rawjson.Member
 	first, prev, wrote := -1, open+1, false
-	for w.next(&m) {
+	for o.Next(&m) {
 		if first < 0 {
-			first = m.start
+			first = m.Start
 		}
 		if !stripped(data, &m) {
 			if wrote {
-				dst = append(dst, data[prev:m.start]...) // the separator before m
+				dst = append(dst, data[prev:m.Start]...) // the separator before m
 			} else {
 				dst = append(dst, data[open+1:first]...) // the space after the brace
 			}
-			dst = append(dst, data[m.start:m.end]...)
+			dst = append(dst, data[m.Start:m.End]...)
 			wrote = true
 		}
-		prev = m.end
+		prev = m.End
 	}
 	return append(dst, data[prev:]...)
 }

@@ -1,6 +1,10 @@
 package usage
 
-import "slices"
+import (
+	"slices"
+
+	"modelrelay/relay/rawjson"
+)
 
 // maxTail is how much of the end of a JSON answer (or of an event too long to hold) is kept
 // to find its usage in. Every server writes usage at or near the end: OpenAI and vLLM after
@@ -59,9 +63,9 @@ func (t *tally) readTail(tail []byte) {
 		if escaped(tail, k) {
 			continue // the end of a string holding `\"usage`
 		}
-		colon := skipSpace(tail, k+len(usageKey))
+		colon := rawjson.SkipSpace(tail, k+len(usageKey))
 		if colon < len(tail) && tail[colon] == ':' {
-			t.readUsage(tail, skipSpace(tail, colon+1), 0)
+			t.readUsage(tail, rawjson.SkipSpace(tail, colon+1))
 			return
 		}
 	}
