@@ -111,11 +111,6 @@ func compactAll(m map[string]json.RawMessage) map[string]any {
 	return out
 }
 
-func mustJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
-}
-
 // withMeta adds x_pool_meta to any object and leaves everything else as it came, whatever
 // bytes a target sends.
 func FuzzWithMeta(f *testing.F) {
