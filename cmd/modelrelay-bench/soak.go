@@ -84,25 +84,11 @@ func soakMain(args []string, stdout, stderr io.Writer) int {
 }
 
 func runSoak(ctx context.Context, hold time.Duration, stdout, stderr io.Writer) error {
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-	}
-	repoRoot, err := findRepoRoot()
+	b, done, err := newToolBench(ctx, "soak", stderr)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "modelrelay-soak-")
-	if err != nil {
-		return fmt.Errorf("temp dir: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	children := NewChildren(tmp)
-	defer children.StopAll()
-	b := &Bench{ctx: ctx, repoRoot: repoRoot, tmp: tmp, children: children, logf: logf}
-	logf("building modelrelay-server")
-	if b.bins, err = buildRelay(repoRoot, filepath.Join(tmp, "bin")); err != nil {
-		return err
-	}
+	defer done()
 	if err := b.startUpstream(); err != nil {
 		return err
 	}
@@ -121,7 +107,7 @@ func runSoak(ctx context.Context, hold time.Duration, stdout, stderr io.Writer) 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		logf("phase: %s", ph.name)
+		b.logf("phase: %s", ph.name)
 		peak, p50, p99, failed := soakOne(ctx, relay.Addr, pid, ph, hold)
 		fmt.Fprintf(stdout, "| %s | %d MiB | +%d MiB | %s | %s | %d |\n", ph.name, peak>>20, (peak-idle)>>20,
 			p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), failed)
@@ -179,4 +165,33 @@ func currentRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// newToolBench is the setup of a tool run that measures the relay alone (soak, translation):
+// a temp dir named for it, the children it starts, and a freshly built server. done stops the
+// children and removes the dir.
+func newToolBench(ctx context.Context, name string, stderr io.Writer) (b *Bench, done func(), err error) {
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	repoRoot, err := findRepoRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	tmp, err := os.MkdirTemp("", "modelrelay-"+name+"-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("temp dir: %w", err)
+	}
+	children := NewChildren(tmp)
+	done = func() {
+		children.StopAll()
+		os.RemoveAll(tmp)
+	}
+	b = &Bench{ctx: ctx, repoRoot: repoRoot, tmp: tmp, children: children, logf: logf}
+	b.logf("building modelrelay-server")
+	if b.bins, err = buildRelay(repoRoot, filepath.Join(tmp, "bin")); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return b, done, nil
 }

@@ -97,25 +97,11 @@ func translationMain(args []string, stdout, stderr io.Writer) int {
 }
 
 func runTranslation(ctx context.Context, size int, counts []int, stdout, stderr io.Writer) error {
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-	}
-	repoRoot, err := findRepoRoot()
+	b, done, err := newToolBench(ctx, "translation", stderr)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "modelrelay-translation-")
-	if err != nil {
-		return fmt.Errorf("temp dir: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	children := NewChildren(tmp)
-	defer children.StopAll()
-	b := &Bench{ctx: ctx, repoRoot: repoRoot, tmp: tmp, children: children, logf: logf}
-	logf("building modelrelay-server")
-	if b.bins, err = buildRelay(repoRoot, filepath.Join(tmp, "bin")); err != nil {
-		return err
-	}
+	defer done()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("fake target: %w", err)
@@ -134,7 +120,7 @@ func runTranslation(ctx context.Context, size int, counts []int, stdout, stderr 
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				logf("%s, %s, %d at once, %d bytes each", row.name, shape.name, n, len(body))
+				b.logf("%s, %s, %d at once, %d bytes each", row.name, shape.name, n, len(body))
 				r, err := b.translationOne(row, body, n)
 				if err != nil {
 					return err
