@@ -95,8 +95,10 @@ func secretState(s string) string {
 	return "set"
 }
 
-// AppProxyConfig is the `appproxy:` section: worker mode for Backend.AI (docs/appproxy.md
-// lists its keys).
+// AppProxyConfig is the `appproxy:` section: worker mode for Backend.AI. With Enabled the
+// server registers with the coordinator as an AppProxy worker named by Authority, serves one
+// subdomain of WildcardDomain per inference circuit, and acks the coordinator's circuit events
+// read from RedisURL; each key is also APPPROXY_<KEY> (appProxyKeys).
 type AppProxyConfig struct {
 	Enabled             bool
 	CoordinatorURL      string
