@@ -244,3 +244,25 @@ func (c *comma) next(o *out) {
 	}
 	*c = true
 }
+
+// writeTool writes one tool in the other family's shape: inside open and close, its name, its
+// description when it has one, and its JSON schema after schemaMember (`,"parameters":` or
+// `,"input_schema":`; an empty object schema when the client gave none: both families require
+// one).
+func writeTool(o *out, open string, name, description []byte, schemaMember string, schema []byte, close string) {
+	o.str(open)
+	o.str(`{"name":`)
+	o.value(name)
+	if !isEmpty(description) {
+		o.str(`,"description":`)
+		o.raw(description)
+	}
+	o.str(schemaMember)
+	if present(schema) == nil {
+		o.str(`{"type":"object","properties":{}}`)
+	} else {
+		o.compact(schema)
+	}
+	o.str("}")
+	o.str(close)
+}

@@ -302,19 +302,7 @@ func (r *anthropicRequest) writeTools(o *out) error {
 			o.str(`,"tools":[`)
 		}
 		tools.next(o)
-		o.str(`{"type":"function","function":{"name":`)
-		o.value(name)
-		if !isEmpty(description) {
-			o.str(`,"description":`)
-			o.raw(description)
-		}
-		o.str(`,"parameters":`)
-		if present(schema) == nil {
-			o.str(`{"type":"object","properties":{}}`)
-		} else {
-			o.compact(schema)
-		}
-		o.str("}}")
+		writeTool(o, `{"type":"function","function":`, name, description, `,"parameters":`, schema, "}")
 		return nil
 	})
 	if tools {

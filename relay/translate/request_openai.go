@@ -555,19 +555,7 @@ func (r *openAIRequest) writeTools(o *out) error {
 			o.str(`,"tools":[`)
 		}
 		tools.next(o)
-		o.str(`{"name":`)
-		o.value(name)
-		if !isEmpty(description) {
-			o.str(`,"description":`)
-			o.raw(description)
-		}
-		o.str(`,"input_schema":`)
-		if present(parameters) == nil {
-			o.str(`{"type":"object","properties":{}}`)
-		} else {
-			o.compact(parameters)
-		}
-		o.str("}")
+		writeTool(o, "", name, description, `,"input_schema":`, parameters, "")
 		return nil
 	})
 	if tools {
