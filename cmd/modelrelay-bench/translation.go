@@ -31,6 +31,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"modelrelay/relay/translate/translatetest"
 )
 
 // translationRow is one way a large body goes through the relay.
@@ -53,21 +55,6 @@ var translationShapes = []struct {
 }{
 	{"tiny blocks", 20},
 	{"3 KiB blocks", 3 << 10},
-}
-
-// manyBlocks is a request body of about size bytes, valid in both API families: one user
-// message of text blocks with texts of textLen bytes (a text block is written alike in both).
-func manyBlocks(model string, size, textLen int) []byte {
-	b := make([]byte, 0, size+textLen+64)
-	b = append(b, `{"model":"`+model+`","max_tokens":16,"messages":[{"role":"user","content":[`...)
-	filler := strings.Repeat("lorem ipsum ", textLen/12+1)[:textLen-8]
-	for i := 0; len(b) < size-textLen-64; i++ {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = fmt.Appendf(b, `{"type":"text","text":"w%07d%s"}`, i, filler)
-	}
-	return append(b, "]}]}"...)
 }
 
 func translationMain(args []string, stdout, stderr io.Writer) int {
@@ -115,7 +102,7 @@ func runTranslation(ctx context.Context, size int, counts []int, stdout, stderr 
 	fmt.Fprintf(stdout, "|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, shape := range translationShapes {
 		for _, row := range translationRows {
-			body := manyBlocks(row.model, size, shape.textLen)
+			body := translatetest.ManyBlocks(row.model, size, shape.textLen)
 			for _, n := range counts {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -158,7 +145,7 @@ func (b *Bench) translationOne(row translationRow, body []byte, n int) (translat
 		return translationResult{}, err
 	}
 	defer b.children.Stop(cmd)
-	small := manyBlocks(row.model, 1000, 20)
+	small := translatetest.ManyBlocks(row.model, 1000, 20)
 	warm := func() error { _, err := postBody(b.ctx, listen, row.path, small, 10*time.Second); return err }
 	deadline := time.Now().Add(20 * time.Second)
 	for err := warm(); err != nil; err = warm() {

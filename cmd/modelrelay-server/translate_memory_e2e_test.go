@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"modelrelay/relay/translate/translatetest"
 )
 
 // translatedRoute is one direction of translation: the client's route, and the model served
@@ -32,21 +34,6 @@ var translatedKey = http.Header{"Authorization": {"Bearer sk-test"}}
 var translatedRoutes = []translatedRoute{
 	{"anthropic->openai", "/v1/messages", "to-openai", "openai-only"},
 	{"openai->anthropic", "/v1/chat/completions", "to-anthropic", "anthropic-only"},
-}
-
-// manyBlocks is a request body of about size bytes, valid in both API families: one user
-// message of text blocks with texts of textLen bytes (a text block is written alike in both).
-func manyBlocks(model string, size, textLen int) []byte {
-	b := make([]byte, 0, size+textLen+64)
-	b = append(b, `{"model":"`+model+`","max_tokens":16,"messages":[{"role":"user","content":[`...)
-	filler := strings.Repeat("lorem ipsum ", textLen/12+1)[:textLen-8]
-	for i := 0; len(b) < size-textLen-64; i++ {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = fmt.Appendf(b, `{"type":"text","text":"w%07d%s"}`, i, filler)
-	}
-	return append(b, "]}]}"...)
 }
 
 func megabytes(b []byte) float64 { return float64(len(b)) / 1e6 }
@@ -67,7 +54,7 @@ func translationConfig(t *testing.T, top string) (string, *flaky) {
 func peakGrowth(t *testing.T, config string, route translatedRoute, body []byte, n int) ([]relayAnswer, int64, *relayProc) {
 	t.Helper()
 	r := startRelay(t, config, nil)
-	small := string(manyBlocks(route.model, 4000, 100))
+	small := string(translatetest.ManyBlocks(route.model, 4000, 100))
 	for range 5 { // connections, buffers and first-use allocations exist before the baseline
 		if a := r.send(route.path, translatedKey, small); a.status != 200 {
 			t.Fatalf("%s warm-up: %v", route.name, a)
@@ -97,7 +84,7 @@ func TestE2ETranslationMemoryStaysProportional(t *testing.T) {
 	config, _ := translationConfig(t, "")
 	const size = 12 << 20
 	for _, route := range translatedRoutes {
-		tiny := manyBlocks(route.model, size, 20)
+		tiny := translatetest.ManyBlocks(route.model, size, 20)
 		answers, growth, _ := peakGrowth(t, config, route, tiny, 1)
 		a := answers[0]
 		checkDialectError(t, route.name+" tiny blocks", route.path, rawAnswer{status: a.status, header: a.header, body: a.body, err: a.err}, 413)
@@ -110,7 +97,7 @@ func TestE2ETranslationMemoryStaysProportional(t *testing.T) {
 			t.Errorf("%s: refusing %.1f MB of tiny blocks took the peak RSS up %d MiB (bound: 3× the body)", route.name, megabytes(tiny), growth>>20)
 		}
 
-		body := manyBlocks(route.model, size, 1300) // about 9,300 blocks: under the bound
+		body := translatetest.ManyBlocks(route.model, size, 1300) // about 9,300 blocks: under the bound
 		answers, growth, _ = peakGrowth(t, config, route, body, 1)
 		t.Logf("%s, %.1f MB in %d-byte blocks: %d, peak RSS +%d MiB (%.1f× the body)", route.name, megabytes(body), 1300,
 			answers[0].status, growth>>20, float64(growth)/float64(len(body)))
@@ -176,7 +163,7 @@ func TestE2ETranslatedBodiesCountAgainstTheBodyBudget(t *testing.T) {
 	const size = 1 << 20
 	config, openai := translationConfig(t, fmt.Sprintf("max_body_bytes: %d\nbody_budget_bytes: %d\n", 2*size, size*5/2))
 	r := startRelay(t, config, nil)
-	body := string(manyBlocks("to-openai", size, 1000))
+	body := string(translatetest.ManyBlocks("to-openai", size, 1000))
 	entered, release := openai.holdCalls()
 	defer release()
 	held := make([]relayAnswer, 2)
