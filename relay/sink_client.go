@@ -145,9 +145,9 @@ func (c *clientWriter) fail(err error) {
 // it defines), recording the status it wrote.
 func (c *clientWriter) answerWith(answer func(http.ResponseWriter)) {
 	c.wrote = true
-	rec := statusRecorder{ResponseWriter: c.w}
-	answer(&rec)
-	c.status = rec.status
+	sw := statusWriter{ResponseWriter: c.w}
+	answer(&sw)
+	c.status = sw.status
 }
 
 // end cuts short an answer the client has started reading: a stream ends with an error event,
@@ -166,15 +166,4 @@ func (c *clientWriter) end(message, code string) {
 	}
 	c.w.Write(event)
 	c.flush()
-}
-
-// statusRecorder remembers the status a handler wrote, for metrics.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(status int) {
-	r.status = status
-	r.ResponseWriter.WriteHeader(status)
 }
