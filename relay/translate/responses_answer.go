@@ -86,7 +86,6 @@ type outputItem struct {
 // responseShape is what every response object of one answer shares: its id, and the members
 // echoed from the request, rendered once.
 type responseShape struct {
-	id        string
 	itemIDs   string          // the id's random part: item ids are <prefix>_<itemIDs>_<output index>
 	open      []byte          // {"id":…,"object":"response","created_at":…,"status":
 	echoModel []byte          // ,"instructions":…,"max_output_tokens":…,"model":…
@@ -111,9 +110,9 @@ var (
 )
 
 func newResponseShape(m ResponseMeta) *responseShape {
-	sh := &responseShape{id: m.ID, itemIDs: strings.TrimPrefix(m.ID, "resp_"), encrypted: m.IncludeEncrypted}
+	sh := &responseShape{itemIDs: string(escapedText([]byte(strings.TrimPrefix(m.ID, "resp_")))), encrypted: m.IncludeEncrypted}
 	request := map[string][]byte{}
-	if rawjson.Valid(m.Request) && kind(m.Request[skipSpace(m.Request, 0):]) == '{' {
+	if checkBody(m.Request) == nil {
 		var buf [32]byte
 		eachMember(m.Request[skipSpace(m.Request, 0):], func(key, v []byte) error {
 			if v = present(v); v != nil {

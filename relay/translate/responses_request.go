@@ -215,10 +215,13 @@ func readItem(v []byte) (responsesItem, itemKind, error) {
 	return it, itemDropped, nil
 }
 
-// responsesPart is one part of a message's content (or of a tool output).
+// responsesPart is one part of a message's content (or of a tool output). Its type is
+// partText for every kind of text, the input_image type for an image, nil for a part not sent.
 type responsesPart struct {
 	typ, text, imageURL, detail, fileID []byte
 }
+
+var partText = []byte(`"text"`)
 
 func readResponsesPart(v []byte) (responsesPart, error) {
 	var p responsesPart
@@ -256,9 +259,9 @@ func readResponsesPart(v []byte) (responsesPart, error) {
 	}
 	switch {
 	case is(p.typ, "input_text"), is(p.typ, "output_text"), is(p.typ, "text"):
-		p.typ = []byte(`"text"`)
+		p.typ = partText
 	case is(p.typ, "refusal"):
-		p.typ, p.text = []byte(`"text"`), refusal
+		p.typ, p.text = partText, refusal
 	case is(p.typ, "input_image"):
 		if isEmpty(p.imageURL) {
 			if !isEmpty(p.fileID) {
@@ -377,7 +380,7 @@ func (r *responsesRequest) writeMessages(o *out) error {
 		o.str("]")
 		return nil
 	}
-	var turn [][]byte // the items of the assistant turn being gathered
+	var turn []responsesItem // the items of the assistant turn being gathered
 	err := eachElement(r.input, func(i int, v []byte) error {
 		if err := o.count(); err != nil {
 			return err
@@ -393,7 +396,7 @@ func (r *responsesRequest) writeMessages(o *out) error {
 			return at(err, "input[%d]", i)
 		}
 		if k == itemAssistant {
-			turn = append(turn, v)
+			turn = append(turn, it)
 			return nil
 		}
 		if k == itemDropped {
@@ -501,11 +504,10 @@ func writeToolOutput(o *out, output []byte) {
 // writeTurn writes an assistant turn's items as one message: the texts of its messages as
 // content (null when it only calls), the reasoning the relay issued as reasoning_content,
 // its calls as tool_calls. A turn of reasoning alone is dropped: it answered nothing.
-func writeTurn(o *out, msgs *comma, turn [][]byte) {
+func writeTurn(o *out, msgs *comma, turn []responsesItem) {
 	texts, calls := 0, 0
 	var only []byte
-	for _, v := range turn {
-		it, _, _ := readItem(v)
+	for _, it := range turn {
 		switch {
 		case is(it.typ, "function_call"), is(it.typ, "custom_tool_call"):
 			calls++
@@ -535,13 +537,12 @@ func writeTurn(o *out, msgs *comma, turn [][]byte) {
 	default:
 		o.str("[")
 		var parts comma
-		for _, v := range turn {
-			it, _, _ := readItem(v)
+		for _, it := range turn {
 			if is(it.typ, "function_call") || is(it.typ, "custom_tool_call") || is(it.typ, "reasoning") {
 				continue
 			}
 			if kind(it.content) == '"' {
-				writeChatPart(o, &parts, responsesPart{typ: []byte(`"text"`), text: it.content})
+				writeChatPart(o, &parts, responsesPart{typ: partText, text: it.content})
 				continue
 			}
 			eachResponsesPart(it.content, func(p responsesPart) {
@@ -553,8 +554,7 @@ func writeTurn(o *out, msgs *comma, turn [][]byte) {
 		o.str("]")
 	}
 	var reasoning comma
-	for _, v := range turn {
-		it, _, _ := readItem(v)
+	for _, it := range turn {
 		if !is(it.typ, "reasoning") {
 			continue
 		}
@@ -573,8 +573,7 @@ func writeTurn(o *out, msgs *comma, turn [][]byte) {
 	if calls > 0 {
 		o.str(`,"tool_calls":[`)
 		var list comma
-		for _, v := range turn {
-			it, _, _ := readItem(v)
+		for _, it := range turn {
 			if !is(it.typ, "function_call") && !is(it.typ, "custom_tool_call") {
 				continue
 			}
