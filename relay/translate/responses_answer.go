@@ -20,7 +20,7 @@ type ResponseMeta struct {
 	ID               string // NewResponseID()
 	Model            string // the model the client asked for
 	CreatedAt        int64  // unix seconds
-	Request          []byte // the client's Responses body: the echo fields come from it
+	Request          []byte // the client's Responses body as it sent it: the echo fields come from it
 	IncludeEncrypted bool   // reasoning items carry encrypted_content
 }
 
@@ -406,14 +406,23 @@ func ChatResponseToResponses(chat []byte, m ResponseMeta) ([]byte, Usage, error)
 
 // ResponsesErrorBody re-shapes a target's error answer (any family's, or text) into the
 // Responses error shape {"error":{"message","type","code","param"}}, typed as OpenAI types
-// the status. A 429's message says when to retry the way Codex reads it: "Please try again in
-// Ns." with N = retryAfter seconds (at least 1), and its code is rate_limit_exceeded.
+// the status, its code the target's when it gave one as text. A 429's message says when to
+// retry the way Codex reads it: "Please try again in Ns." with N = retryAfter seconds (at
+// least 1), and its code is rate_limit_exceeded.
 func ResponsesErrorBody(status int, body []byte, retryAfter int) []byte {
 	msg := errorMessage(body)
 	if msg == "" {
 		msg = "the model server answered " + strconv.Itoa(status)
 	}
 	var code any
+	var target struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &target) == nil && target.Error.Code != "" {
+		code = target.Error.Code
+	}
 	if status == http.StatusTooManyRequests {
 		code = "rate_limit_exceeded"
 		if !strings.Contains(strings.ToLower(msg), "try again in") {

@@ -106,6 +106,10 @@ func TestResponsesErrorBody(t *testing.T) {
 		{404, 0, `{"type":"error","error":{"type":"not_found_error","message":"no such model"}}`,
 			`{"error":{"code":null,"message":"no such model","param":null,"type":"invalid_request_error"}}`},
 		{500, 0, ``, `{"error":{"code":null,"message":"the model server answered 500","param":null,"type":"server_error"}}`},
+		{400, 0, `{"error":{"message":"too long","type":"invalid_request_error","code":"context_length_exceeded"}}`,
+			`{"error":{"code":"context_length_exceeded","message":"too long","param":null,"type":"invalid_request_error"}}`},
+		{400, 0, `{"object":"error","message":"bad","type":"BadRequestError","code":400}`,
+			`{"error":{"code":null,"message":"bad","param":null,"type":"invalid_request_error"}}`},
 		{400, 0, `{"detail":"context too long"}`, `{"error":{"code":null,"message":"context too long","param":null,"type":"invalid_request_error"}}`},
 	} {
 		if got := string(ResponsesErrorBody(c.status, []byte(c.body), c.retry)); got != c.want {

@@ -187,9 +187,9 @@ func readItem(v []byte) (responsesItem, itemKind, error) {
 	case is(it.typ, "message") || isEmpty(it.typ) && present(it.role) != nil:
 		switch {
 		case is(it.role, "assistant"):
-			return it, itemAssistant, checkParts(it.content)
+			return it, itemAssistant, checkParts(it.content, "content")
 		case is(it.role, "user"), is(it.role, "system"), is(it.role, "developer"):
-			return it, itemMessage, checkParts(it.content)
+			return it, itemMessage, checkParts(it.content, "content")
 		}
 		return it, itemDropped, &typeError{path: "role", want: "one of user, assistant, system or developer"}
 	case is(it.typ, "function_call"), is(it.typ, "custom_tool_call"):
@@ -204,7 +204,7 @@ func readItem(v []byte) (responsesItem, itemKind, error) {
 		if isEmpty(it.callID) {
 			return it, itemDropped, &typeError{path: "call_id", want: "a non-empty string"}
 		}
-		return it, itemToolOutput, checkParts(it.output)
+		return it, itemToolOutput, checkParts(it.output, "output")
 	case is(it.typ, "reasoning"):
 		if text, ok := readReasoningToken(it.encrypted); ok && len(text) > 0 {
 			return it, itemAssistant, nil
@@ -277,11 +277,11 @@ func readResponsesPart(v []byte) (responsesPart, error) {
 	return p, nil
 }
 
-// checkParts checks a content (or tool output) that is a list of parts.
-func checkParts(content []byte) error {
+// checkParts checks a content (or tool output, by its name) that is a list of parts.
+func checkParts(content []byte, name string) error {
 	return eachElement(content, func(j int, v []byte) error {
 		if _, err := readResponsesPart(v); err != nil {
-			return at(err, "content[%d]", j)
+			return at(err, "%s[%d]", name, j)
 		}
 		return nil
 	})

@@ -166,6 +166,7 @@ func TestResponsesToChatErrors(t *testing.T) {
 		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":{}}]}`, "input[0].arguments must be a string"},
 		{`{"model":"m","input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id must be a non-empty string"},
 		{`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":5}]}`, "input[0].output must be a string or an array"},
+		{`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":5}]}]}`, "input[0].output[0].text must be a string"},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`,
 			"input_image with a file_id is not supported by this model's server: send image_url"},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_data":"x"}]}]}`, "input_file is not supported by this model's server"},

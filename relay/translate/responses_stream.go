@@ -114,10 +114,14 @@ func (s *ResponsesStream) event(_, data []byte) error {
 	if err != nil || c.Type() != fastjson.TypeObject {
 		return nil // not a chunk (a stray line); nothing to relay
 	}
-	if e := c.Get("error"); e != nil && e.Type() != fastjson.TypeNull {
-		msg := e.GetStringBytes("message")
-		if e.Type() == fastjson.TypeString {
-			msg, _ = e.StringBytes()
+	if e := c.Get("error"); e != nil && e.Type() != fastjson.TypeNull || string(c.GetStringBytes("object")) == "error" {
+		// {"error":{…}} or {"error":"…"}; older vLLM sends the error object itself.
+		msg := c.GetStringBytes("message")
+		if e != nil {
+			msg = e.GetStringBytes("message")
+			if e.Type() == fastjson.TypeString {
+				msg, _ = e.StringBytes()
+			}
 		}
 		if len(msg) == 0 {
 			msg = []byte("the model server reported an error")

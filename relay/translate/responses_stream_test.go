@@ -379,6 +379,14 @@ func TestResponsesStreamCases(t *testing.T) {
 					t.Error("the error became text, or the stream went on")
 				}
 			}},
+		{name: "vLLM's error object fails the response too",
+			in:     chunks(`{"content":"a"}`) + "data: {\"object\":\"error\",\"message\":\"bad\",\"type\":\"BadRequestError\",\"code\":400}\n\n",
+			status: "failed",
+			check: func(t *testing.T, out string, events []rEvent) {
+				if r := terminal(t, events); r.Error == nil || r.Error.Message != "bad" {
+					t.Errorf("response %+v", r)
+				}
+			}},
 		{name: "a stream cut before the model finished fails",
 			in:     chunks(`{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":"{\"a\""}}]}`),
 			status: "failed",
