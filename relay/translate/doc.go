@@ -17,6 +17,14 @@
 //     bounded memory: Write takes whatever the target sent, returns what to send the client.
 //   - TokenizeRequest, TokenizeCount and EstimateTokens serve /v1/messages/count_tokens on a
 //     target that only speaks OpenAI.
+//   - The Responses API (/v1/responses, Codex CLI's only API) on a chat target: ResponsesToChat
+//     maps the request (an assistant turn's text, reasoning and calls become one message),
+//     ChatResponseToResponses a whole answer, ResponsesStream the stream in OpenAI's event
+//     order, ResponsesErrorBody an error; Chain puts NewOpenAIStream before ResponsesStream
+//     for a target that speaks only Anthropic Messages. Reasoning goes back to the client as
+//     a self-contained token (encrypted_content) that the next request's mapping reads back,
+//     so no node keeps state for it; InputItems, OutputItems and WithHistory are what the
+//     relay's store of responses needs for previous_response_id.
 //
 // Fields with no counterpart are dropped from translated requests (unknown ones too); the
 // table in docs/translation.md lists them.

@@ -216,3 +216,14 @@ func unescapedLen(s []byte) int {
 	}
 	return n
 }
+
+// appendQuoted appends text as a JSON string, quotes included; invalid UTF-8 becomes U+FFFD
+// (a model server's bytes need not be valid, a client's JSON parser needs them to be).
+func appendQuoted(dst, text []byte) []byte {
+	dst = append(dst, '"')
+	if !utf8.Valid(text) {
+		text = bytes.ToValidUTF8(text, []byte("\uFFFD"))
+	}
+	dst = appendEscaped(dst, text)
+	return append(dst, '"')
+}
