@@ -67,7 +67,7 @@ deps:
 		$(APT_INSTALL) chromium >/dev/null; \
 		command -v chromium >/dev/null 2>&1 || { echo "could not install chromium" >&2; exit 1; }
 	@[ testdata/clients/node_modules/.package-lock.json -nt testdata/clients/package-lock.json ] || { \
-		echo "installing the client SDKs and Claude Code (npm ci in testdata/clients)"; \
+		echo "installing the client SDKs, Claude Code and Codex CLI (npm ci in testdata/clients)"; \
 		cd testdata/clients && npm ci --no-audit --no-fund --loglevel=error; }
 
 vet:

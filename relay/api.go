@@ -79,10 +79,23 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 		x.status, x.reason = s.refuseBody(w, r, d, err), reasonOf(err)
 		return
 	}
+	ep, _ := endpoint.For(r.URL.Path)
+	who := owner(key, at)
+	if ep.Route == endpoint.RouteResponses {
+		if body, err = s.withHistory(r.Context(), body, who); err != nil {
+			re := err.(*relayError)
+			writeError(w, d, re)
+			x.status, x.reason = re.status, re.message
+			return
+		}
+	}
 	f, err := parseInference(body)
 	req := s.newRequest(r, d, arrival)
 	req.Model, req.Streaming = f.Model, f.Stream
-	req.endpoint, _ = endpoint.For(r.URL.Path)
+	req.endpoint = ep
+	if ep.Route == endpoint.RouteResponses {
+		req.keepAnswer = s.keepResponse(req, who)
+	}
 	req.dispatched = br.release
 	defer req.dropForeign()
 	x.id, x.model, x.stream = req.ID, f.Model, f.Stream
@@ -498,10 +511,13 @@ func (s *Server) serveOn(ctx context.Context, req *Request, pool *Pool, m *membe
 
 // attempt serves req on m, in the client's family or translated for the target's. A probe
 // the target refuses as the wrong family is replayed translated on the same target, holding the
-// same slot: that is no failure and no requeue.
+// same slot: that is no failure and no requeue. A Responses call refused as chat too is
+// replayed once more as Anthropic Messages.
 func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answer, release func(outcome)) error {
-	p := m.speech.plan(req.Dialect, req.endpoint.Route, time.Now())
-	conv, err := s.prepare(req, p == planTranslate)
+	now := time.Now()
+	p := m.speech.plan(req.Dialect, req.endpoint.Route, now)
+	via := m.speech.via(req.Dialect, now)
+	conv, err := s.prepare(req, p == planTranslate, via)
 	if err != nil {
 		release(outcomeNone)
 		return err
@@ -512,11 +528,11 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answ
 		sink := out.compose(attemptPlan{conv: conv, keepFailures: keep})
 		return out.settle(sink, conv, m.target.serve(ctx, req, call{out: sink, release: release}))
 	}
-	// Two holds on the slot: the probe's, and ours that passes to the replay. The slot is
-	// released with the last outcome that said something.
+	// The slot is held by each call to the target and by this attempt, which passes it from
+	// call to call; it is released with the last outcome that said something.
 	var holds atomic.Int32
 	var said atomic.Uint32
-	holds.Store(2)
+	holds.Store(1)
 	drop := func(o outcome) {
 		if o != outcomeNone {
 			said.Store(uint32(o))
@@ -525,12 +541,16 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answ
 			release(outcome(said.Load()))
 		}
 	}
+	serve := func(sink Sink, probing bool) error {
+		holds.Add(1)
+		return m.target.serve(ctx, req, call{out: sink, probing: probing, release: drop})
+	}
 	probe := attemptPlan{probing: true, keepFailures: keep}
 	if req.endpoint.Route != endpoint.RouteCountTokens {
 		probe.learn = m.speech
 	}
 	sink := out.compose(probe)
-	err = m.target.serve(ctx, req, call{out: sink, probing: true, release: drop})
+	err = serve(sink, true)
 	refusal := out.hold.refusal()
 	if err != nil || refusal == nil {
 		drop(outcomeNone)
@@ -539,27 +559,40 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answ
 	if req.endpoint.Route != endpoint.RouteCountTokens {
 		m.speech.heardRefuses(req.Dialect, time.Now())
 	}
-	s.log.Debug("target refused the route's API family; replaying translated", "request_id", req.ID,
-		"target", m.id, "route", req.nativePath(), "status", refusal.status)
-	if conv, err = s.prepare(req, true); err != nil {
-		drop(outcomeNone)
-		return err
-	}
-	sink = out.compose(attemptPlan{conv: conv, keepFailures: keep})
-	err = m.target.serve(ctx, req, call{out: sink, release: drop})
-	if err == nil && req.endpoint.Route != endpoint.RouteCountTokens && conv.refused() {
-		// Refused in both families: the refusal was about the request (an unknown model, say),
+	for {
+		s.log.Debug("target refused the API family; replaying translated", "request_id", req.ID,
+			"target", m.id, "route", req.nativePath(), "status", refusal.status, "as", via.String())
+		if conv, err = s.prepare(req, true, via); err != nil {
+			drop(outcomeNone)
+			return err
+		}
+		sink = out.compose(attemptPlan{conv: conv, keepFailures: keep})
+		err = serve(sink, false)
+		if err != nil || req.endpoint.Route == endpoint.RouteCountTokens || !conv.refused() {
+			drop(outcomeNone)
+			return out.settle(sink, conv, err)
+		}
+		if req.Dialect == Responses && via == OpenAI {
+			// Chat refused too: the target may speak Messages alone.
+			m.speech.heardRefuses(OpenAI, time.Now())
+			via = Anthropic
+			continue
+		}
+		// Refused in every family: the refusal was about the request (an unknown model, say),
 		// not the family. The client gets the target's own first answer.
 		m.speech.forget(req.Dialect)
+		if req.Dialect == Responses {
+			m.speech.forget(OpenAI)
+		}
+		drop(outcomeNone)
 		return out.replay(refusal)
 	}
-	return out.settle(sink, conv, err)
 }
 
 // prepare dresses req for one attempt and returns the conversion of its answer when
-// translated.
-func (s *Server) prepare(req *Request, translated bool) (*conversion, error) {
-	if err := s.dress(req, translated); err != nil {
+// translated into family via.
+func (s *Server) prepare(req *Request, translated bool, via Dialect) (*conversion, error) {
+	if err := s.dress(req, translated, via); err != nil {
 		return nil, err
 	}
 	if translated {

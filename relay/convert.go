@@ -28,30 +28,37 @@ const maxTranslatedBody = 32 << 20
 // maxErrorBody bounds the part of an error answer read for its message.
 const maxErrorBody = 64 << 10
 
-// wire is what a target receives of a request: its path, body and headers; for a translated
-// one also what mapping its answer back needs.
+// wire is what a target receives of a request: its path, body, headers and API family; for a
+// translated one also what mapping its answer back needs.
 type wire struct {
-	path   string
-	body   []byte
-	header http.Header
-	meta   translate.Request
+	path    string
+	body    []byte
+	header  http.Header
+	dialect Dialect
+	meta    translate.Request
+	// responses is what a Responses call mapped to chat needs of its answer (nil for others).
+	responses *translate.ResponsesRequest
 	// giveBack returns a translated body's charge to the body budget (nil: none).
 	giveBack func()
 }
 
-// dress makes req what a target receives: translated (for a target of the other family) or as
-// the client sent it. The translation is built once and kept for requeues and replays.
-func (s *Server) dress(req *Request, translated bool) error {
+// dress makes req what a target receives: translated into family via (for a target that does
+// not speak the client's), or as the client sent it. A translation is built once and kept for
+// requeues and replays, until a target needs it in another family.
+func (s *Server) dress(req *Request, translated bool, via Dialect) error {
 	if !translated && req.native == nil {
 		return nil // never translated: req is as the client sent it
 	}
 	if req.native == nil {
-		req.native = &wire{path: req.Path, body: req.Body, header: req.Header}
+		req.native = &wire{path: req.Path, body: req.Body, header: req.Header, dialect: req.Dialect}
 	}
 	w := req.native
 	if translated {
+		if req.foreign != nil && req.foreign.dialect != via {
+			req.dropForeign()
+		}
 		if req.foreign == nil {
-			f, err := s.chargedForeignWire(req)
+			f, err := s.chargedForeignWire(req, via)
 			if err != nil {
 				return err
 			}
@@ -64,10 +71,10 @@ func (s *Server) dress(req *Request, translated bool) error {
 	return nil
 }
 
-// sentAs is the API family req is dressed in: the client's, or the other when translated.
+// sentAs is the API family req is dressed in: the client's, or its translation's.
 func (req *Request) sentAs() Dialect {
 	if req.translated {
-		return 1 - req.Dialect
+		return req.foreign.dialect
 	}
 	return req.Dialect
 }
@@ -94,7 +101,7 @@ const collectBefore = 4 << 20
 // the budget is spent the request is refused (503, Retry-After) instead of translated. The
 // budget is taken before the work, for as much as the client's body (a translation writes
 // about what it reads), then set to what the translation holds.
-func (s *Server) chargedForeignWire(req *Request) (*wire, error) {
+func (s *Server) chargedForeignWire(req *Request, via Dialect) (*wire, error) {
 	estimate := int64(len(req.native.body))
 	if !s.bodyBudget.take(estimate) {
 		s.metrics.bodyErrors.WithLabelValues("over_budget").Inc()
@@ -103,7 +110,7 @@ func (s *Server) chargedForeignWire(req *Request) (*wire, error) {
 	if estimate >= collectBefore {
 		runtime.GC()
 	}
-	w, err := s.foreignWire(req)
+	w, err := s.foreignWire(req, via)
 	if err != nil {
 		s.bodyBudget.give(estimate)
 		return nil, err
@@ -122,14 +129,13 @@ func (req *Request) dropForeign() {
 	req.foreign = nil
 }
 
-// foreignWire translates req for a target of the other family (req.native is set). The query string is dropped
-// (it belonged to the client's family) and so are the other family's own headers; the
-// client's credential moves to where that family carries it.
-func (s *Server) foreignWire(req *Request) (*wire, error) {
+// foreignWire translates req into family via (req.native is set). The query string is dropped
+// (it belonged to the client's family) and so are the client family's own headers; the
+// client's credential moves to where the target's family carries it.
+func (s *Server) foreignWire(req *Request, via Dialect) (*wire, error) {
 	n := req.native
-	var w wire
+	w := wire{path: req.endpoint.Counterpart, dialect: via}
 	var err error
-	w.path = req.endpoint.Counterpart
 	switch req.endpoint.Route {
 	case endpoint.RouteMessages:
 		w.body, w.meta, err = translate.AnthropicToOpenAI(n.body)
@@ -142,8 +148,20 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 		if req.askedUsage {
 			w.meta.IncludeUsage = false
 		}
+	case endpoint.RouteResponses:
+		var rr translate.ResponsesRequest
+		w.body, rr, err = translate.ResponsesToChat(n.body, s.opts.Reasoning(req.Model))
+		w.meta, w.responses = rr.Request, &rr
+		if err == nil && via == Anthropic {
+			// A target of Messages alone: the chat call is translated once more.
+			chat, _ := endpoint.For(w.path)
+			w.path = chat.Counterpart
+			w.body, _, err = translate.OpenAIToAnthropic(w.body, s.opts.DefaultMaxTokens)
+		}
 	}
 	switch {
+	case errors.Is(err, translate.ErrPreviousResponse):
+		return nil, errPreviousResponse
 	case errors.Is(err, translate.ErrTooLarge):
 		return nil, &relayError{status: http.StatusRequestEntityTooLarge, message: err.Error(), code: "request_too_large"}
 	case err != nil:
@@ -153,14 +171,15 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 	// The relay reads the answer: it must come unencoded, and the body's length has changed.
 	h.Del("Accept-Encoding")
 	h.Del("Content-Length")
-	if req.Dialect == Anthropic {
+	switch {
+	case req.Dialect == Anthropic:
 		if key := h.Get("X-Api-Key"); key != "" && h.Get("Authorization") == "" {
 			h.Set("Authorization", "Bearer "+key)
 		}
 		for _, name := range []string{"X-Api-Key", "Anthropic-Version", "Anthropic-Beta"} {
 			h.Del(name)
 		}
-	} else {
+	case via == Anthropic:
 		if auth := h.Get("Authorization"); h.Get("X-Api-Key") == "" && strings.HasPrefix(auth, "Bearer ") {
 			h.Set("X-Api-Key", strings.TrimPrefix(auth, "Bearer "))
 			h.Del("Authorization")
@@ -176,46 +195,70 @@ func (s *Server) foreignWire(req *Request) (*wire, error) {
 	return &w, nil
 }
 
-// conversion turns one target's answer, in the other family, into the client's family. A
+// conversion turns one target's answer, in another family, into the client's family. A
 // stream is translated as its bytes arrive for a client that asked for one; a JSON answer is
 // held (bounded) until it is whole, and so is a stream the client did not ask for, gathered
 // into the answer the target should have sent (a client that did not ask for a stream cannot
 // read one, and nothing reaches it until the answer is whole: a stream that fails on the way
 // gets a 502 in the client's family, never a 200 with an error event).
 type conversion struct {
-	log        *slog.Logger
-	id         string // the request's, for log lines
-	route      endpoint.Route
-	meta       translate.Request
-	streaming  bool                 // the client asked for a stream
-	stream     translate.Stream     // set once a 2xx event stream started
-	heldAnswer                      // an answer that is not a stream, held until it is whole
-	collect    *translate.Collector // gathers a held 2xx event stream into a whole answer
-	native     []byte               // the client's own request (count_tokens estimates from it)
+	log            *slog.Logger
+	id             string // the request's, for log lines
+	route          endpoint.Route
+	client, target Dialect
+	meta           translate.Request
+	streaming      bool                 // the client asked for a stream
+	stream         translate.Stream     // set once a 2xx event stream started
+	heldAnswer                          // an answer that is not a stream, held until it is whole
+	collect        *translate.Collector // gathers a held 2xx event stream into a whole answer
+	native         []byte               // the client's own request (count_tokens estimates from it)
+	// A Responses client: what its answer is built from, the stream that builds it, and who
+	// is given the answer once it completed (the responses store; nil: nobody).
+	response  *translate.ResponseMeta
+	responses *translate.ResponsesStream
+	completed func(response []byte)
 }
 
 // newConversion converts the answer to req, dressed translated.
 func newConversion(req *Request, log *slog.Logger) *conversion {
-	return &conversion{log: log, id: req.ID, route: req.endpoint.Route, meta: req.foreign.meta,
-		streaming: req.Streaming && req.endpoint.Route != endpoint.RouteCountTokens, native: req.native.body}
+	c := &conversion{log: log, id: req.ID, route: req.endpoint.Route, client: req.Dialect, target: req.foreign.dialect,
+		meta: req.foreign.meta, streaming: req.Streaming && req.endpoint.Route != endpoint.RouteCountTokens,
+		native: req.native.body}
+	if rr := req.foreign.responses; rr != nil {
+		c.response = &translate.ResponseMeta{ID: translate.NewResponseID(), Model: rr.Model,
+			CreatedAt: req.arrival.Unix(), Request: req.native.body, IncludeEncrypted: rr.IncludeEncrypted}
+		if rr.Store {
+			c.completed = req.keepAnswer
+		}
+	}
+	return c
 }
-
-// toAnthropic reports whether the client speaks Anthropic (the target then speaks OpenAI).
-func (c *conversion) toAnthropic() bool { return c.route != endpoint.RouteChat }
 
 // name is the x-modelrelay-translated value: the client's family first.
-func (c *conversion) name() string {
-	if c.toAnthropic() {
-		return "anthropic->openai"
-	}
-	return "openai->anthropic"
-}
+func (c *conversion) name() string { return c.client.String() + "->" + c.target.String() }
 
 func (c *conversion) startStream() {
-	if c.toAnthropic() {
+	switch c.client {
+	case Anthropic:
 		c.stream = translate.NewAnthropicStream(c.meta.Model)
-	} else {
+	case OpenAI:
 		c.stream = translate.NewOpenAIStream(c.meta.Model, c.meta.IncludeUsage)
+	default:
+		c.responses = translate.NewResponsesStream(*c.response)
+		c.stream = c.responses
+		if c.target == Anthropic {
+			c.stream = translate.Chain(translate.NewOpenAIStream(c.meta.Model, true), c.responses)
+		}
+	}
+}
+
+// finishStream is the end of a translated stream the target completed: a Responses answer
+// that completed is given on.
+func (c *conversion) finishStream() {
+	if c.responses != nil && c.completed != nil {
+		if r := c.responses.Response(); r != nil {
+			c.completed(r)
+		}
 	}
 }
 
@@ -227,7 +270,7 @@ func (c *conversion) refused() bool { return c.stream == nil && refusesDialect(c
 func (c *conversion) hold(status int, h http.Header, eventStream bool) {
 	c.status, c.header = status, h
 	if eventStream && success(status) && c.route != endpoint.RouteCountTokens {
-		c.collect = translate.NewCollector(!c.toAnthropic(), maxTranslatedBody)
+		c.collect = translate.NewCollector(c.target == Anthropic, maxTranslatedBody)
 	}
 }
 
@@ -265,7 +308,7 @@ func (c *conversion) answer() (status int, body []byte, estimated bool, err erro
 		return http.StatusOK, translate.CountTokensAnswer(n), true, nil
 	}
 	if !ok {
-		return c.status, translate.ErrorBody(c.status, c.body, c.toAnthropic()), false, nil
+		return c.status, c.errorBody(), false, nil
 	}
 	if c.collect != nil {
 		// The target's error event, or a stream that ended early: its message is the 502's.
@@ -276,20 +319,41 @@ func (c *conversion) answer() (status int, body []byte, estimated bool, err erro
 	if c.over {
 		return 0, nil, false, errUpstream("answer too large to translate")
 	}
-	if c.toAnthropic() {
+	switch c.client {
+	case Anthropic:
 		var bad []translate.Unparseable
 		body, _, bad, err = translate.OpenAIResponseToAnthropic(c.body, c.meta.Model)
 		for _, u := range bad {
 			c.log.Warn("tool call arguments are not JSON; the client got input {}", "request_id", c.id, "tool", u.Tool,
 				"arguments", u.Arguments[:min(len(u.Arguments), 512)])
 		}
-	} else {
+	case OpenAI:
 		body, _, err = translate.AnthropicResponseToOpenAI(c.body, c.meta.Model)
+	default:
+		chat := c.body
+		if c.target == Anthropic {
+			chat, _, err = translate.AnthropicResponseToOpenAI(c.body, c.meta.Model)
+		}
+		if err == nil {
+			body, _, err = translate.ChatResponseToResponses(chat, *c.response)
+		}
+		if err == nil && c.completed != nil {
+			c.completed(body)
+		}
 	}
 	if err != nil {
 		return 0, nil, false, errUpstream("the model server's answer could not be translated")
 	}
 	return c.status, body, false, nil
+}
+
+// errorBody is a target's held error answer in the client's family; a Responses client's 429
+// says when to try again (Codex reads it from the message).
+func (c *conversion) errorBody() []byte {
+	if c.client == Responses {
+		return translate.ResponsesErrorBody(c.status, c.body, retryAfterSeconds(c.header))
+	}
+	return translate.ErrorBody(c.status, c.body, c.client == Anthropic)
 }
 
 // copyRewrittenHead copies the end-to-end headers of an answer the relay rewrites (translated,

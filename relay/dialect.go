@@ -14,6 +14,7 @@ type Dialect = endpoint.Dialect
 const (
 	OpenAI    = endpoint.OpenAI
 	Anthropic = endpoint.Anthropic
+	Responses = endpoint.Responses
 )
 
 type openAIError struct {
@@ -21,6 +22,16 @@ type openAIError struct {
 		Message string  `json:"message"`
 		Type    string  `json:"type"`
 		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+// responsesError is the Responses API's error object: OpenAI's, with param always present.
+type responsesError struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Code    *string `json:"code"`
+		Param   *string `json:"param"`
 	} `json:"error"`
 }
 
@@ -32,16 +43,29 @@ type anthropicError struct {
 	} `json:"error"`
 }
 
-// errorBody renders a relay error in the dialect.
+// errorBody renders a relay error in the dialect. A Responses client's 429 says when to try
+// again in its message, where Codex CLI reads it.
 func errorBody(d Dialect, e *relayError) []byte {
 	var v any
-	if d == Anthropic {
+	switch d {
+	case Responses:
+		var r responsesError
+		r.Error.Message = e.message
+		if e.status == http.StatusTooManyRequests {
+			r.Error.Message += ". Please try again in " + retryAfter(e) + "s."
+		}
+		r.Error.Type = d.ErrorType(e.status)
+		if e.code != "" {
+			r.Error.Code = &e.code
+		}
+		v = r
+	case Anthropic:
 		var a anthropicError
 		a.Type = "error"
 		a.Error.Type = d.ErrorType(e.status)
 		a.Error.Message = e.message
 		v = a
-	} else {
+	default:
 		var o openAIError
 		o.Error.Message = e.message
 		o.Error.Type = d.ErrorType(e.status)
@@ -55,9 +79,19 @@ func errorBody(d Dialect, e *relayError) []byte {
 }
 
 // streamErrorEvent is the one SSE event that ends a stream the relay had to cut short: an
-// upstream failure, typed as the family types a 502.
+// upstream failure, typed as the family types a 502. (A Responses stream the relay translated
+// ends in its own response.failed instead; this is for one a target sent as it is.)
 func streamErrorEvent(d Dialect, message, code string) []byte {
-	if d == Anthropic {
+	switch d {
+	case Responses:
+		b, _ := json.Marshal(struct {
+			Type    string  `json:"type"`
+			Code    string  `json:"code"`
+			Message string  `json:"message"`
+			Param   *string `json:"param"`
+		}{"error", code, message, nil})
+		return append(append([]byte("event: error\ndata: "), b...), '\n', '\n')
+	case Anthropic:
 		var a anthropicError
 		a.Type = "error"
 		a.Error.Type = d.ErrorType(http.StatusBadGateway)

@@ -46,6 +46,9 @@ type Request struct {
 	native     *wire
 	foreign    *wire
 	translated bool // req is dressed as foreign
+	// keepAnswer keeps a Responses call's translated answer once it completed (nil: the
+	// call is not one, or nothing keeps it).
+	keepAnswer func(response []byte)
 	// askedUsage: the relay asked an OpenAI stream for its usage chunk, which the client did
 	// not ask for (it is taken out of the answer).
 	askedUsage bool
@@ -127,6 +130,16 @@ func retryAfter(err error) string {
 	return strconv.Itoa(max(secs, 1))
 }
 
+// retryAfterSeconds is an answer's Retry-After in whole seconds (at least 1; 1 when it has
+// none or gives a date).
+func retryAfterSeconds(h http.Header) int {
+	n, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
 var (
 	errQueueFull      = &relayError{status: http.StatusTooManyRequests, message: "queue full", code: "queue_full"}
 	errTooSlow        = &relayError{status: http.StatusTooManyRequests, message: "estimated wait exceeds max_latency_ms", code: "max_latency_exceeded"}
@@ -137,6 +150,10 @@ var (
 	errPoolRemoved    = &relayError{status: http.StatusServiceUnavailable, message: "pool removed"}
 	errNoReplica      = &relayError{status: http.StatusServiceUnavailable, message: "no healthy upstream available"}
 	errAllRefused     = &relayError{status: http.StatusBadGateway, message: "upstream error: every upstream refused the connection"}
+	// errPreviousResponse: a Responses call continues a response the relay does not hold
+	// (unknown, expired, deleted, or another key's), for a target that needs it expanded.
+	errPreviousResponse = &relayError{status: http.StatusNotFound, code: "previous_response_not_found",
+		message: "previous response not found: previous_response_id names no stored response of yours (unknown, expired or deleted)"}
 )
 
 func errNoProvider(model string) *relayError {

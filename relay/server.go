@@ -17,6 +17,7 @@ import (
 	"modelrelay/protocol"
 	"modelrelay/relay/endpoint"
 	"modelrelay/relay/keys"
+	"modelrelay/relay/responses"
 	"modelrelay/relay/throttle"
 	"modelrelay/relay/ui"
 )
@@ -42,6 +43,13 @@ type Options struct {
 	// cross-origin requests the inference and admin routes accept; other browsers' are refused.
 	TrustedOrigins []string
 	Backends       []Backend
+	// Responses keeps the Responses API's stored responses (nil: in this process, for an
+	// hour, at most 256 MiB).
+	Responses responses.Store
+	// Reasoning reports whether a model is configured as a reasoning model: a Responses call's
+	// reasoning.effort reaches it as reasoning_effort, and is dropped for any other (nil:
+	// none is).
+	Reasoning func(model string) bool
 	// Fallbacks are the configured chains: a request for a key's model that cannot be served
 	// before its first byte moves to the listed models in order.
 	Fallbacks map[string][]string
@@ -176,6 +184,7 @@ type Server struct {
 	pools   sync.Map   // name -> *Pool; the request path reads it without a lock
 
 	keys       *keys.Auth                  // client API keys, validated and cached
+	responses  responses.Store             // the Responses API's stored responses
 	budget     keys.Budget                 // their rate and token limits
 	ledger     *keys.Ledger                // what keys used, on its way to the store
 	sessions   sync.Map                    // worker id -> *workerSession
@@ -251,6 +260,12 @@ func New(opts Options) (*Server, error) {
 	if opts.Keys.Store == nil {
 		opts.Keys.Store = keys.NewMemory()
 	}
+	if opts.Responses == nil {
+		opts.Responses = responses.NewMemory(responses.DefaultTTL, responses.DefaultMaxBytes)
+	}
+	if opts.Reasoning == nil {
+		opts.Reasoning = func(string) bool { return false }
+	}
 	if opts.Keys.Budget == nil {
 		opts.Keys.Budget = &keys.Local{}
 	}
@@ -262,6 +277,7 @@ func New(opts Options) (*Server, error) {
 		guesses:    throttle.New(opts.Timings.AuthFailureStep, opts.Timings.AuthFailureHold),
 		upstreams:  newUpstreamClient(),
 		bodyBudget: &bodyBudget{limit: opts.BodyLimits.Budget},
+		responses:  opts.Responses,
 		poolConf: &poolConfig{maxQueue: opts.MaxQueueLen, keepKnown: opts.Timings.KeepKnown,
 			workerGrace: opts.WorkerGrace, slowStart: opts.SlowStart, breaker: opts.Breaker, sched: opts.Scheduling, log: opts.Logger,
 			names: &modelNames{}},
@@ -457,6 +473,8 @@ func (s *Server) surface() http.Handler {
 	for _, e := range endpoint.All() {
 		rt.handle("POST "+e.Path, s.inference(e.Dialect), dialectErrors(e.Dialect))
 	}
+	rt.handle("GET /v1/responses/{id}", http.HandlerFunc(s.handleStoredResponse), dialectErrors(Responses))
+	rt.handle("DELETE /v1/responses/{id}", http.HandlerFunc(s.handleStoredResponse), dialectErrors(Responses))
 	rt.handle("GET "+endpoint.ModelList, http.HandlerFunc(s.handleModels), dialectErrors(OpenAI))
 	rt.handle("GET /v1/worker/connect", http.HandlerFunc(s.handleConnect), plainErrors)
 	rt.handle("GET /health", http.HandlerFunc(s.handleHealth), plainErrors)

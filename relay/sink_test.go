@@ -95,7 +95,7 @@ func chainOf(s Sink) []string {
 }
 
 func TestCompose(t *testing.T) {
-	conv := &conversion{route: endpoint.RouteMessages}
+	conv := &conversion{route: endpoint.RouteMessages, client: Anthropic, target: OpenAI}
 	for _, tc := range []struct {
 		name       string
 		meta, tap  bool
@@ -139,7 +139,7 @@ func TestComposeAllocatesNothing(t *testing.T) {
 	a := newAnswer(httptest.NewRecorder(), OpenAI, 0, time.Now())
 	a.addMeta()
 	a.tapUsage(new(usage.Tap), true)
-	conv := &conversion{route: endpoint.RouteMessages}
+	conv := &conversion{route: endpoint.RouteMessages, client: Anthropic, target: OpenAI}
 	for _, plan := range []attemptPlan{{keepFailures: true}, {probing: true, learn: newSpeech(nil)}, {conv: conv}} {
 		if n := testing.AllocsPerRun(100, func() { a.compose(plan) }); n != 0 {
 			t.Errorf("compose(%+v) allocates %v times", plan, n)

@@ -71,6 +71,7 @@ func (t *translateSink) End() error {
 				return err
 			}
 		}
+		c.finishStream()
 		return t.next.End()
 	}
 	if !t.holding {

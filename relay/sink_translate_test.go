@@ -19,7 +19,7 @@ const (
 
 // toAnthropic converts an OpenAI target's answer for an Anthropic client.
 func toAnthropic(streaming bool) *conversion {
-	return &conversion{log: slog.New(slog.DiscardHandler), route: endpoint.RouteMessages, meta: translate.Request{Model: "claude"},
+	return &conversion{log: slog.New(slog.DiscardHandler), route: endpoint.RouteMessages, client: Anthropic, target: OpenAI, meta: translate.Request{Model: "claude"},
 		streaming: streaming, native: []byte(`{"model":"claude","messages":[{"role":"user","content":"hi"}]}`)}
 }
 
@@ -49,7 +49,7 @@ func TestTranslateSink(t *testing.T) {
 			want:   []string{"head 503 ", "chunk ", "end"}, header: "anthropic->openai",
 			body: []string{`"type":"error"`, "overloaded"}},
 		{name: "count_tokens without /tokenize is estimated",
-			conv:   &conversion{log: slog.New(slog.DiscardHandler), route: endpoint.RouteCountTokens, native: []byte(`{"model":"claude","messages":[{"role":"user","content":"hello there"}]}`)},
+			conv:   &conversion{log: slog.New(slog.DiscardHandler), route: endpoint.RouteCountTokens, client: Anthropic, target: OpenAI, native: []byte(`{"model":"claude","messages":[{"role":"user","content":"hello there"}]}`)},
 			answer: answerOf{status: 404, header: jsonHead, length: 9, chunks: []string{"not found"}},
 			want:   []string{"head 200 ", "chunk ", "end"}, header: "anthropic->openai estimated",
 			body: []string{`"input_tokens":`}},

@@ -17,9 +17,9 @@ const rememberDialect = 10 * time.Minute
 // upgraded in place is found out again. All fields are atomics: the request path reads them
 // without the pool's lock.
 type speech struct {
-	fixed   uint8           // bit per Dialect; 0 = auto
-	refuses [2]atomic.Int64 // unix nanos until which the target is known not to speak the dialect
-	speaks  [2]atomic.Int64 // unix nanos until which it is known to speak it
+	fixed   uint8                           // bit per Dialect; 0 = auto
+	refuses [endpoint.Dialects]atomic.Int64 // unix nanos until which the target is known not to speak the dialect
+	speaks  [endpoint.Dialects]atomic.Int64 // unix nanos until which it is known to speak it
 }
 
 // plan is how one attempt sends a request to a target.
@@ -67,6 +67,30 @@ func (s *speech) plan(d Dialect, r endpoint.Route, now time.Time) plan {
 		return planNative
 	}
 	return planProbe
+}
+
+// via is the family a request in d is translated into for this target. OpenAI Chat
+// Completions and Anthropic Messages translate into each other. A Responses call goes to Chat
+// Completions, unless the target is known not to speak it (configured without it while it
+// speaks Messages, or a refusal learned) and then to Messages: the order tried is Responses,
+// then Chat Completions, then Messages.
+func (s *speech) via(d Dialect, now time.Time) Dialect {
+	switch d {
+	case endpoint.OpenAI:
+		return endpoint.Anthropic
+	case endpoint.Anthropic:
+		return endpoint.OpenAI
+	}
+	if s.fixed != 0 {
+		if s.fixed&(1<<endpoint.OpenAI) == 0 && s.fixed&(1<<endpoint.Anthropic) != 0 {
+			return endpoint.Anthropic
+		}
+		return endpoint.OpenAI
+	}
+	if s.refuses[endpoint.OpenAI].Load() > now.UnixNano() {
+		return endpoint.Anthropic
+	}
+	return endpoint.OpenAI
 }
 
 // heardSpeaks records a 2xx to an untranslated request in dialect d.

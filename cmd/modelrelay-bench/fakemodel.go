@@ -5,6 +5,10 @@ package main
 // that calls a model server) without a GPU:
 //
 //	modelrelay-bench fake-upstream -listen 127.0.0.1:8000
+//
+// With -speaks openai it answers chat completions alone (llama-server's or SGLang's
+// surface), for trying the relay's translation: Claude Code and Codex CLI through it.
+//
 //	modelrelay-worker --proxy-url http://127.0.0.1:8080 --worker-secret S \
 //	    --backend-url http://127.0.0.1:8000 --models demo
 
@@ -25,11 +29,20 @@ func fakeUpstreamMain(args []string, stderr io.Writer) int {
 	model := fs.String("model", demo.DefaultModel, "the one model served")
 	first := fs.Duration("first-token-delay", demo.DefaultFirstToken, "wait before the first token (0 = none)")
 	per := fs.Duration("token-delay", demo.DefaultPerToken, "wait between tokens (0 = none)")
+	speaks := fs.String("speaks", "both", "API families served: both, openai (chat completions only) or anthropic (messages only); the other's paths answer 404")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() > 0 || *first < 0 || *per < 0 || *model == "" {
 		fmt.Fprintln(stderr, "modelrelay-bench fake-upstream: takes only flags; delays must not be negative, -model not empty")
+		return 2
+	}
+	switch *speaks {
+	case "both":
+		*speaks = ""
+	case "openai", "anthropic":
+	default:
+		fmt.Fprintf(stderr, "modelrelay-bench fake-upstream: -speaks %q: want both, openai or anthropic\n", *speaks)
 		return 2
 	}
 	ln, err := net.Listen("tcp", *listen)
@@ -39,7 +52,7 @@ func fakeUpstreamMain(args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "fake model server for model %q on http://%s (first token after %s, then one every %s)\n",
 		*model, ln.Addr(), *first, *per)
-	opts := demo.Options{Model: *model, FirstToken: noneIfZero(*first), PerToken: noneIfZero(*per)}
+	opts := demo.Options{Model: *model, FirstToken: noneIfZero(*first), PerToken: noneIfZero(*per), Speaks: *speaks}
 	if err := serveUntilSignal(ln, demo.New(opts)); err != nil {
 		fmt.Fprintln(stderr, "modelrelay-bench fake-upstream:", err)
 		return 1

@@ -45,21 +45,24 @@ type Config struct {
 	MaxFrameBytes          int64
 	DefaultMaxTokens       int // max_tokens for OpenAI requests translated to Anthropic targets
 	RequireProtocolVersion bool
-	TrustedProxies         []netip.Prefix      // masked; bare IPs became /32 or /128
-	TrustedOrigins         []string            // browser origins let through cross-origin protection, as browsers send them
-	WorkerGrace            time.Duration       // wait for a model's last relay worker to come back
-	BreakerFailures        int                 // consecutive failures that open a target's breaker
-	BreakerCooldown        time.Duration       // first open period
-	BreakerMaxCooldown     time.Duration       // longest open period (the cooldown doubles up to it)
-	SlowStart              time.Duration       // a target back from an open breaker regains its share over this; 0 = at once
-	Fallbacks              map[string][]string // model -> alternates in order; file only
-	Routing                string              // least_load or cache_aware (lowercased)
-	AffinityTTL            time.Duration       // a session returns to its last target for this long
-	AffinitySlack          *int                // ... while that target's load is at most the lowest + this (nil: the relay's default)
-	PrefixMinMatch         float64             // share of a prompt's blocks a target must hold to win it
-	PrefixCacheEntries     int                 // block hashes remembered per target
-	PriorityAging          time.Duration       // a waiter's class rises one step per this much waiting
-	MaxClientPriority      string              // highest class a request without a client key may ask for
+	TrustedProxies         []netip.Prefix         // masked; bare IPs became /32 or /128
+	TrustedOrigins         []string               // browser origins let through cross-origin protection, as browsers send them
+	WorkerGrace            time.Duration          // wait for a model's last relay worker to come back
+	BreakerFailures        int                    // consecutive failures that open a target's breaker
+	BreakerCooldown        time.Duration          // first open period
+	BreakerMaxCooldown     time.Duration          // longest open period (the cooldown doubles up to it)
+	SlowStart              time.Duration          // a target back from an open breaker regains its share over this; 0 = at once
+	Fallbacks              map[string][]string    // model -> alternates in order; file only
+	Models                 map[string]ModelConfig // what the relay knows of each model; file only
+	ResponsesTTL           time.Duration          // a stored Responses API response is kept this long
+	ResponsesStoreMaxBytes int64                  // the in-memory responses store holds at most this much
+	Routing                string                 // least_load or cache_aware (lowercased)
+	AffinityTTL            time.Duration          // a session returns to its last target for this long
+	AffinitySlack          *int                   // ... while that target's load is at most the lowest + this (nil: the relay's default)
+	PrefixMinMatch         float64                // share of a prompt's blocks a target must hold to win it
+	PrefixCacheEntries     int                    // block hashes remembered per target
+	PriorityAging          time.Duration          // a waiter's class rises one step per this much waiting
+	MaxClientPriority      string                 // highest class a request without a client key may ask for
 	Backends               []BackendConfig
 	Demo                   bool // also serve the built-in demo model as the static backend "demo"
 	AppProxy               AppProxyConfig
@@ -201,6 +204,8 @@ var settings = []setting{
 	{key: "prefix_cache_entries", flag: "prefix-cache-entries", env: "PREFIX_CACHE_ENTRIES"},
 	{key: "priority_aging", flag: "priority-aging", env: "PRIORITY_AGING"},
 	{key: "max_client_priority", flag: "max-client-priority", env: "MODELRELAY_MAX_CLIENT_PRIORITY"},
+	{key: "responses_ttl", flag: "responses-ttl", env: "MODELRELAY_RESPONSES_TTL"},
+	{key: "responses_store_max_bytes", flag: "responses-store-max-bytes", env: "MODELRELAY_RESPONSES_STORE_MAX_BYTES"},
 	{key: "demo", flag: "demo", env: "MODELRELAY_DEMO", boolean: true},
 }
 
@@ -216,7 +221,7 @@ var priorityClasses = []string{"high", "normal", "low"}
 const maxPrefixCacheEntries = 1 << 24
 
 // fileOnlyKeys are top-level file keys with no flag or environment variable.
-var fileOnlyKeys = []string{"appproxy", "backends", "fallbacks"}
+var fileOnlyKeys = []string{"appproxy", "backends", "fallbacks", "models"}
 
 // appProxyKeys are the keys of the `appproxy:` section; each is also APPPROXY_<KEY>.
 var appProxyKeys = []string{
@@ -251,6 +256,8 @@ func defaultValues() map[string]any {
 		"body_read_timeout":              30 * time.Second,
 		"body_min_rate":                  int64(4 << 10),
 		"body_budget_bytes":              int64(256 << 20),
+		"responses_ttl":                  time.Hour,
+		"responses_store_max_bytes":      int64(256 << 20),
 		"max_models_per_worker":          256,
 		"max_stream_bytes":               int64(10 << 30),
 		"max_frame_bytes":                int64(protocol.DefaultMaxFrameBytes),

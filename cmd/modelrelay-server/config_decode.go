@@ -346,6 +346,9 @@ func decodeConfig(k *koanf.Koanf, p *problems) Config {
 		AppProxy:               decodeAppProxy(d),
 		Backends:               decodeBackends(d, k.Get("backends")),
 		Fallbacks:              decodeFallbacks(d, k.Get("fallbacks")),
+		Models:                 decodeModels(d, k.Get("models")),
+		ResponsesTTL:           d.duration("responses_ttl"),
+		ResponsesStoreMaxBytes: d.int64("responses_store_max_bytes"),
 	}
 	return c
 }

@@ -100,6 +100,12 @@ func checkShape(m map[string]any, p *problems) {
 			delete(m, "fallbacks")
 		}
 	}
+	if v, ok := m["models"]; ok {
+		if _, ok := v.(map[string]any); !ok {
+			p.add("models", "must be a mapping (model: {reasoning: true})")
+			delete(m, "models")
+		}
+	}
 	if v, ok := m["backends"]; ok {
 		list, ok := v.([]any)
 		if !ok {
@@ -239,6 +245,7 @@ func unknownKeyWarnings(path string, m map[string]any) []string {
 			}
 		}
 	}
+	modelWarnings(m, warn)
 	list, _ := m["backends"].([]any)
 	for i, e := range list {
 		be, _ := e.(map[string]any)

@@ -66,6 +66,8 @@ func (c Config) validate(p *problems) {
 		{"body_budget_bytes", c.BodyBudgetBytes},
 		{"max_frame_bytes", c.MaxFrameBytes},
 		{"body_read_timeout", int64(c.BodyReadTimeout)},
+		{"responses_ttl", int64(c.ResponsesTTL)},
+		{"responses_store_max_bytes", c.ResponsesStoreMaxBytes},
 	} {
 		if limit.n == 0 {
 			p.add(limit.key, "must be positive")
@@ -210,7 +212,8 @@ func validateFallbacks(chains map[string][]string, p *problems) {
 	}
 }
 
-// parseDialects reads a backend's dialects list: openai and/or anthropic, or auto (= empty).
+// parseDialects reads a backend's dialects list: any of openai, anthropic and responses, or
+// auto (= empty).
 func parseDialects(names []string) ([]relay.Dialect, error) {
 	var out []relay.Dialect
 	for _, name := range names {
@@ -219,12 +222,14 @@ func parseDialects(names []string) ([]relay.Dialect, error) {
 			out = append(out, relay.OpenAI)
 		case "anthropic":
 			out = append(out, relay.Anthropic)
+		case "responses":
+			out = append(out, relay.Responses)
 		case "auto":
 			if len(names) > 1 {
 				return nil, errors.New(`"auto" cannot be combined with a family`)
 			}
 		default:
-			return nil, fmt.Errorf("unknown API family %q (want openai, anthropic or auto)", name)
+			return nil, fmt.Errorf("unknown API family %q (want openai, anthropic, responses or auto)", name)
 		}
 	}
 	return out, nil

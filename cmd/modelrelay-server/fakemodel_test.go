@@ -24,6 +24,9 @@ type fakeModel struct {
 	tokenize atomic.Bool
 	// readFile is the path a "read the file" prompt makes the fake ask Claude Code's Read tool for.
 	readFile string
+	// shellFile is the file a "write the proof file" prompt makes the fake ask Codex CLI's
+	// exec_command tool to write.
+	shellFile string
 	// streamAlways makes it stream every answer, whatever the request's "stream" says (some
 	// servers and proxies do).
 	streamAlways atomic.Bool
@@ -169,6 +172,8 @@ func (f *fakeModel) decide(body map[string]any) reply {
 		return reply{text: strings.Repeat("x", 1<<20+1), whole: true} // over the relay's 1 MiB event bound
 	case image != "":
 		return reply{text: "I see an image: " + image}
+	case strings.Contains(text, "write the proof file") && f.shellFile != "":
+		return reply{toolID: "call_shell_1", toolName: "exec_command", toolArgs: fmt.Sprintf(`{"cmd":"printf codex-was-here > %s"}`, f.shellFile)}
 	case strings.Contains(text, "read the file") && f.readFile != "":
 		return reply{toolID: "call_read_1", toolName: "Read", toolArgs: fmt.Sprintf(`{"file_path":%q}`, f.readFile)}
 	case strings.Contains(text, "weather") && body["tools"] != nil:

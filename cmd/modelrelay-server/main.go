@@ -24,6 +24,7 @@ import (
 	"modelrelay/relay/keys"
 	"modelrelay/relay/keys/postgres"
 	"modelrelay/relay/keys/redislimit"
+	"modelrelay/relay/responses"
 )
 
 // version and commit are stamped at build time (make build, make dist, deploy/Dockerfile) with
@@ -141,6 +142,8 @@ func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options 
 		TrustedOrigins:         cfg.TrustedOrigins,
 		Backends:               backends,
 		Fallbacks:              cfg.Fallbacks,
+		Responses:              responses.NewMemory(cfg.ResponsesTTL, cfg.ResponsesStoreMaxBytes),
+		Reasoning:              func(model string) bool { return cfg.Models[model].Reasoning },
 		WorkerGrace:            grace,
 		SlowStart:              slowStart,
 		Breaker:                breaker,
@@ -185,7 +188,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		rdb := redis.NewClient(rdbOpts)
 		defer rdb.Close()
 		opts.Keys.Budget = redislimit.New(rdb, log)
-		log.Info("client key limits shared through Redis", "redis", urlShown(cfg.RedisURL))
+		opts.Responses = responses.NewRedis(rdb, "modelrelay:responses:", cfg.ResponsesTTL)
+		log.Info("client key limits and stored responses shared through Redis", "redis", urlShown(cfg.RedisURL))
 	}
 	srv, err := relay.New(opts)
 	if err != nil {

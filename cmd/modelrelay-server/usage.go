@@ -6,7 +6,7 @@ func usageText() string {
 	return `Usage: modelrelay-server [flags]
 
 modelrelay-server accepts OpenAI- and Anthropic-compatible inference requests
-(/v1/chat/completions, /v1/completions, /v1/messages, ...) and relays them to model
+(/v1/chat/completions, /v1/responses, /v1/messages, ...) and relays them to model
 servers it does not run itself: to workers that dial in over a WebSocket
 (modelrelay-worker, or the Rust ModelRelay worker) and to static HTTP backends
 listed in the config file. Requests wait in a bounded queue until a worker or
@@ -152,9 +152,20 @@ Client API keys (created with POST /admin/keys):
   --usage-max-pending N          usage rows held while the database is down; past it new
                                  usage is dropped and counted
                                  env USAGE_MAX_PENDING, default 100000
-  --redis-url URL                Redis that holds keys' rate and token limits for every
-                                 node (redis://host:port/db); unset: each node its own
+  --redis-url URL                Redis that holds keys' rate and token limits and the
+                                 stored Responses API responses for every node
+                                 (redis://host:port/db); unset: each node its own
                                  env REDIS_URL, default none
+
+The Responses API (/v1/responses on any model server, for Codex CLI):
+  --responses-ttl DURATION       a stored response (store: true, the default) is kept
+                                 this long for GET /v1/responses/{id} and
+                                 previous_response_id
+                                 env MODELRELAY_RESPONSES_TTL, default 1h
+  --responses-store-max-bytes N  stored responses held in memory, oldest out first
+                                 (with --redis-url they live in Redis instead)
+                                 env MODELRELAY_RESPONSES_STORE_MAX_BYTES,
+                                 default 268435456 (256 MiB)
 
 Config file:
   --config FILE                  YAML file, or TOML when the name ends in .toml;
@@ -165,7 +176,8 @@ Config file:
   --version                      print the version and exit
 
 Static upstreams (the backends: list, each with an optional api_key for cloud
-endpoints), fallback chains (fallbacks: model: [alternate, ...]) and AppProxy
+endpoints), fallback chains (fallbacks: model: [alternate, ...]), what the relay
+should know of a model (models: model: {reasoning: true}) and AppProxy
 worker mode (the appproxy: section) are set in the config file; every appproxy
 key can also be set from the environment as APPPROXY_<KEY>, for example
 APPPROXY_API_SECRET. See configs/standalone.yaml and configs/appproxy.yaml for

@@ -520,3 +520,23 @@ func TestDecodeErrorsSayWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// A demo that speaks one family answers the other's paths 404, as such model servers do.
+func TestSpeaksOneFamily(t *testing.T) {
+	chat := `{"model":"demo","messages":[{"role":"user","content":"hi"}]}`
+	msgs := `{"model":"demo","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	for _, c := range []struct {
+		speaks     string
+		chat, msgs int
+	}{{"", 200, 200}, {"openai", 200, 404}, {"anthropic", 404, 200}} {
+		opts := instant
+		opts.Speaks = c.speaks
+		base := start(t, opts)
+		if st, _, b := post(t, base, "/v1/chat/completions", chat); st != c.chat {
+			t.Errorf("speaks %q: chat %d %s, want %d", c.speaks, st, b, c.chat)
+		}
+		if st, _, b := post(t, base, "/v1/messages", msgs); st != c.msgs {
+			t.Errorf("speaks %q: messages %d %s, want %d", c.speaks, st, b, c.msgs)
+		}
+	}
+}

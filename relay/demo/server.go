@@ -39,6 +39,10 @@ type Options struct {
 	FirstToken   time.Duration // before the first token: the prompt's prefill
 	PerToken     time.Duration // between tokens
 	WriteTimeout time.Duration // each write of an answer must finish within this
+	// Speaks limits the API families served, as model servers that speak one do: "openai"
+	// (chat completions and completions) or "anthropic" (messages); "" = both. The other
+	// family's paths answer 404, which is how the relay finds out.
+	Speaks string
 }
 
 func (o *Options) fill() {
@@ -76,10 +80,14 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
-	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	s.mux.HandleFunc("POST /v1/messages", s.handleMessages)
-	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
+	if opts.Speaks != "anthropic" {
+		s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+		s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	}
+	if opts.Speaks != "openai" {
+		s.mux.HandleFunc("POST /v1/messages", s.handleMessages)
+		s.mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		openAI.fail(w, notFound("no route "+r.Method+" "+r.URL.Path))
 	})

@@ -4,9 +4,24 @@ package endpoint
 type Dialect uint8
 
 const (
-	OpenAI Dialect = iota
-	Anthropic
+	OpenAI    Dialect = iota // Chat Completions (and the other /v1 calls OpenAI's servers answer)
+	Anthropic                // Messages
+	Responses                // OpenAI's Responses API
 )
+
+// Dialects is how many API families there are: the size of a table indexed by Dialect.
+const Dialects = 3
+
+// String is the family's name, as configuration and the x-modelrelay-translated header spell it.
+func (d Dialect) String() string {
+	switch d {
+	case Anthropic:
+		return "anthropic"
+	case Responses:
+		return "responses"
+	}
+	return "openai"
+}
 
 // ErrorType is the error type clients of d read for an HTTP status, whoever made the error:
 // the relay, a worker, or a target whose answer was translated into d.
@@ -14,7 +29,7 @@ func (d Dialect) ErrorType(status int) string {
 	if d == Anthropic {
 		return anthropicErrorType(status)
 	}
-	return openAIErrorType(status)
+	return openAIErrorType(status) // the Responses API types its errors as OpenAI's others
 }
 
 // openAIErrorType follows OpenAI's error objects: the client's mistakes are

@@ -11,6 +11,7 @@ const (
 	RouteChat              // OpenAI Chat Completions <-> Anthropic Messages
 	RouteMessages          // Anthropic Messages <-> OpenAI Chat Completions
 	RouteCountTokens       // Anthropic count_tokens -> a /tokenize call, or an estimate
+	RouteResponses         // OpenAI Responses -> Chat Completions (-> Anthropic Messages)
 )
 
 // Endpoint is one inference call the relay parses ({model, stream}) and what each stage needs
@@ -20,8 +21,9 @@ type Endpoint struct {
 	Path    string
 	Dialect Dialect
 	Route   Route
-	// Counterpart is the path the call is sent to, translated, on a target of the other
-	// family ("" when Route is RouteNone).
+	// Counterpart is the path the call is sent to, translated, on a target of another
+	// family ("" when Route is RouteNone). A Responses call goes to Chat Completions; a target
+	// that speaks only Anthropic Messages gets that call's counterpart in turn.
 	Counterpart string
 	// Operation is the OpenTelemetry GenAI operation name; "" for a call that generates
 	// nothing (count_tokens), whose answers are neither charged to a key nor observed.
@@ -37,29 +39,31 @@ type Endpoint struct {
 	AskUsage bool
 }
 
-// table is every inference call, OpenAI's then Anthropic's. /v1/responses is served as the
-// client sent it: it has no counterpart yet.
+// table is every inference call, OpenAI's, then Anthropic's, then the Responses API's.
 var table = [...]Endpoint{
 	{Path: "/v1/chat/completions", Dialect: OpenAI, Route: RouteChat, Counterpart: "/v1/messages",
 		Operation: "chat", Prompt: true, Usage: true, AskUsage: true},
 	{Path: "/v1/completions", Dialect: OpenAI,
 		Operation: "text_completion", Prompt: true, Usage: true, AskUsage: true},
-	{Path: "/v1/responses", Dialect: OpenAI,
-		Operation: "chat", Prompt: true, Usage: true},
 	{Path: "/v1/embeddings", Dialect: OpenAI,
 		Operation: "embeddings", Usage: true},
 	{Path: "/v1/messages", Dialect: Anthropic, Route: RouteMessages, Counterpart: "/v1/chat/completions",
 		Operation: "chat", Prompt: true, Usage: true},
 	{Path: "/v1/messages/count_tokens", Dialect: Anthropic, Route: RouteCountTokens, Counterpart: "/tokenize"},
+	{Path: "/v1/responses", Dialect: Responses, Route: RouteResponses, Counterpart: "/v1/chat/completions",
+		Operation: "chat", Prompt: true, Usage: true},
 }
 
 // DialectOf is the API family of any path a worker or a target may be asked to answer, in
 // the table or not (with a query string, a call passed through such as /v1/messages/batches,
-// a translated call): Anthropic's calls all live under /v1/messages, and anything else is
-// answered in OpenAI's shape.
+// a translated call): Anthropic's calls all live under /v1/messages, the Responses API's
+// under /v1/responses, and anything else is answered in OpenAI's shape.
 func DialectOf(path string) Dialect {
-	if strings.HasPrefix(path, "/v1/messages") {
+	switch {
+	case strings.HasPrefix(path, "/v1/messages"):
 		return Anthropic
+	case strings.HasPrefix(path, "/v1/responses"):
+		return Responses
 	}
 	return OpenAI
 }
@@ -72,7 +76,7 @@ const ModelList = "/v1/models"
 func All() []Endpoint { return append([]Endpoint(nil), table[:]...) }
 
 // For returns the inference call at path (a URL path, without its query), and false for any
-// other path. It is on every request's path: it allocates nothing, and a scan of six rows
+// other path. It is on every request's path: it allocates nothing, and a scan of the rows
 // (mostly length compares) measured as fast as a switch on the path and faster than a map.
 func For(path string) (Endpoint, bool) {
 	for i := range table {

@@ -10,10 +10,10 @@ func TestTable(t *testing.T) {
 	want := []Endpoint{
 		{"/v1/chat/completions", OpenAI, RouteChat, "/v1/messages", "chat", true, true, true},
 		{"/v1/completions", OpenAI, RouteNone, "", "text_completion", true, true, true},
-		{"/v1/responses", OpenAI, RouteNone, "", "chat", true, true, false},
 		{"/v1/embeddings", OpenAI, RouteNone, "", "embeddings", false, true, false},
 		{"/v1/messages", Anthropic, RouteMessages, "/v1/chat/completions", "chat", true, true, false},
 		{"/v1/messages/count_tokens", Anthropic, RouteCountTokens, "/tokenize", "", false, false, false},
+		{"/v1/responses", Responses, RouteResponses, "/v1/chat/completions", "chat", true, true, false},
 	}
 	all := All()
 	if len(all) != len(want) {
@@ -35,7 +35,7 @@ func TestTable(t *testing.T) {
 
 func TestDialectOfOtherPaths(t *testing.T) {
 	for p, want := range map[string]Dialect{"/v1/messages/batches": Anthropic, "/v1/messages?beta=true": Anthropic,
-		"/tokenize": OpenAI, "/v1/models": OpenAI, "/": OpenAI, "": OpenAI, "/v1/message": OpenAI} {
+		"/tokenize": OpenAI, "/v1/models": OpenAI, "/v1/responses/resp_1": Responses, "/": OpenAI, "": OpenAI, "/v1/message": OpenAI} {
 		if got := DialectOf(p); got != want {
 			t.Errorf("DialectOf(%q) = %d, want %d", p, got, want)
 		}

@@ -1,0 +1,163 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"modelrelay/relay/keys"
+	"modelrelay/relay/rawjson"
+	"modelrelay/relay/responses"
+	"modelrelay/relay/translate"
+)
+
+// This file is the Responses API's state, for the calls the relay translates: a response whose
+// request asked to be stored (store, default true) is kept once its answer completed, a later
+// call that names it in previous_response_id continues its conversation, and GET and DELETE
+// /v1/responses/{id} read and remove it. A stored response belongs to whoever created it (the
+// client key, or the circuit its call came through): anyone else is told it does not exist.
+//
+// A target that speaks the Responses API itself keeps its own state: a previous_response_id
+// the relay does not hold reaches it untouched, and a call that must be translated gets 404
+// previous_response_not_found instead of a conversation silently cut short.
+
+// responsesRetention bounds how long after its answer ended a record is written: the store
+// call runs on the request's goroutine, after the client has the whole answer.
+const responsesRetention = 2 * time.Second
+
+// owner names who may read a stored response: the client key, else the circuit the call came
+// through, else anyone without a key ("").
+func owner(key *keys.Key, at Placement) string {
+	switch {
+	case key != nil:
+		return "key:" + key.ID
+	case at.Pool != "":
+		return "pool:" + at.Pool
+	}
+	return ""
+}
+
+// withHistory is the Responses call body with the conversation it continues in front of its
+// input, when it names a previous response this relay holds for who. A name it does not hold
+// stays in the body (a target that speaks the API may hold it); one held for someone else is
+// 404; a store that does not answer is 503.
+func (s *Server) withHistory(ctx context.Context, body []byte, who string) ([]byte, error) {
+	id, ok := previousResponseID(body)
+	if !ok {
+		return body, nil
+	}
+	rec, found, err := s.responses.Get(ctx, id)
+	if err != nil {
+		// Not "not found": the conversation may well exist. The client may try again.
+		s.log.Warn("responses store unavailable; previous_response_id not read", "err", err)
+		return nil, errResponsesStoreDown
+	}
+	if !found {
+		return body, nil
+	}
+	if rec.Owner != who {
+		return nil, errPreviousResponse
+	}
+	out, err := translate.WithHistory(body, rec.Items)
+	if err != nil {
+		return nil, badRequest(err.Error())
+	}
+	return out, nil
+}
+
+// previousResponseID is the body's top-level previous_response_id, when it is a string.
+func previousResponseID(body []byte) (string, bool) {
+	o := rawjson.ObjectAt(body, rawjson.SkipSpace(body, 0), rawjson.Unchecked)
+	var m rawjson.Member
+	for o.Next(&m) {
+		if v := body[m.Value:m.End]; rawjson.KeyIs(m.Key, "previous_response_id") && v[0] == '"' {
+			return rawjson.String(v), true
+		}
+	}
+	return "", false
+}
+
+// keepResponse is what keeps the answer to req, a Responses call, once it completed (when the
+// relay translated it and the call asked to store it).
+func (s *Server) keepResponse(req *Request, who string) func(response []byte) {
+	return func(response []byte) {
+		input, err := translate.InputItems(req.native.body)
+		if err != nil {
+			return // the mapping read it already; nothing to continue from
+		}
+		rec := &responses.Record{Owner: who, Response: response, Items: joinArrays(input, translate.OutputItems(response))}
+		id, ok := responseID(response)
+		if !ok {
+			return
+		}
+		// The client has its whole answer: store it though the client leave now.
+		ctx, cancel := context.WithTimeout(context.Background(), responsesRetention)
+		defer cancel()
+		if err := s.responses.Put(ctx, id, rec); err != nil {
+			s.log.Warn("response not stored: responses store unavailable", "request_id", req.ID, "err", err)
+		}
+	}
+}
+
+// joinArrays is the JSON array of a's elements, then b's.
+func joinArrays(a, b []byte) []byte {
+	ia, ib := rawjson.Inner(a), rawjson.Inner(b)
+	out := make([]byte, 0, len(ia)+len(ib)+3)
+	out = append(append(out, '['), ia...)
+	if len(bytes.TrimSpace(ia)) > 0 && len(bytes.TrimSpace(ib)) > 0 {
+		out = append(out, ',')
+	}
+	return append(append(out, ib...), ']')
+}
+
+// responseID is a response object's id.
+func responseID(response []byte) (string, bool) {
+	var v struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(response, &v) != nil || v.ID == "" {
+		return "", false
+	}
+	return v.ID, true
+}
+
+// handleStoredResponse answers GET and DELETE /v1/responses/{id} from the responses store.
+func (s *Server) handleStoredResponse(w http.ResponseWriter, r *http.Request) {
+	if s.crossOrigin(w, r, dialectErrors(Responses)) {
+		return
+	}
+	var key *keys.Key
+	if s.opts.RequireAPIKeys || presentsKey(r.Header) {
+		if key = s.authorize(w, r, Responses, time.Now()); key == nil {
+			return
+		}
+	}
+	id := r.PathValue("id")
+	who := owner(key, Placement{})
+	rec, found, err := s.responses.Get(r.Context(), id)
+	if err != nil {
+		s.log.Warn("responses store unavailable", "err", err)
+		writeError(w, Responses, errResponsesStoreDown)
+		return
+	}
+	if !found || rec.Owner != who {
+		writeError(w, Responses, &relayError{status: http.StatusNotFound, code: "not_found",
+			message: "No response found with id '" + id + "'."})
+		return
+	}
+	if r.Method == http.MethodGet {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(rec.Response)
+		return
+	}
+	if _, err := s.responses.Delete(r.Context(), id); err != nil {
+		writeError(w, Responses, errResponsesStoreDown)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+}
+
+var errResponsesStoreDown = &relayError{status: http.StatusServiceUnavailable, code: "store_unavailable",
+	message: "the responses store is unavailable; try again"}
