@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"modelrelay/relay/keys"
@@ -123,40 +124,59 @@ func responseID(response []byte) (string, bool) {
 	return v.ID, true
 }
 
-// handleStoredResponse answers GET and DELETE /v1/responses/{id} from the responses store.
+// handleStoredResponse answers GET and DELETE /v1/responses/{id} on the relay's own host.
 func (s *Server) handleStoredResponse(w http.ResponseWriter, r *http.Request) {
+	s.ServeStoredResponse(w, r, Placement{})
+}
+
+// StoredResponsePath reports whether r reads or removes a stored response (GET or DELETE
+// /v1/responses/{id}).
+func StoredResponsePath(r *http.Request) bool {
+	id, ok := strings.CutPrefix(r.URL.Path, "/v1/responses/")
+	return ok && id != "" && !strings.Contains(id, "/") && (r.Method == http.MethodGet || r.Method == http.MethodDelete)
+}
+
+// ServeStoredResponse answers GET or DELETE /v1/responses/{id} from the responses store, for
+// who may see it at: the client key (checked here, as on the inference routes), or the circuit
+// when at.OwnAuth says the caller passed the circuit's checks. On a circuit it answers only
+// what the relay holds for that circuit and reports false otherwise: the circuit's model
+// server may hold the id itself, and the call passes through to it.
+func (s *Server) ServeStoredResponse(w http.ResponseWriter, r *http.Request, at Placement) (served bool) {
 	if s.crossOrigin(w, r, dialectErrors(Responses)) {
-		return
+		return true
 	}
 	var key *keys.Key
-	if s.opts.RequireAPIKeys || presentsKey(r.Header) {
+	if !at.OwnAuth && (s.opts.RequireAPIKeys || presentsKey(r.Header)) {
 		if key = s.authorize(w, r, Responses, time.Now()); key == nil {
-			return
+			return true
 		}
 	}
-	id := r.PathValue("id")
-	who := owner(key, Placement{})
+	id := strings.TrimPrefix(r.URL.Path, "/v1/responses/")
 	rec, found, err := s.responses.Get(r.Context(), id)
 	if err != nil {
 		s.log.Warn("responses store unavailable", "err", err)
 		writeError(w, Responses, errResponsesStoreDown)
-		return
+		return true
 	}
-	if !found || rec.Owner != who {
+	if !found || rec.Owner != owner(key, at) {
+		if at.OwnAuth {
+			return false
+		}
 		writeError(w, Responses, &relayError{status: http.StatusNotFound, code: "not_found",
 			message: "No response found with id '" + id + "'."})
-		return
+		return true
 	}
 	if r.Method == http.MethodGet {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(rec.Response)
-		return
+		return true
 	}
 	if _, err := s.responses.Delete(r.Context(), id); err != nil {
 		writeError(w, Responses, errResponsesStoreDown)
-		return
+		return true
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+	return true
 }
 
 var errResponsesStoreDown = &relayError{status: http.StatusServiceUnavailable, code: "store_unavailable",

@@ -89,6 +89,9 @@ func (f *front) serveCircuit(w http.ResponseWriter, r *http.Request, c *ingress.
 			ByModel: func(model string) []string { return f.poolsFor(f.verifier.Caller(r, ip), model) }})
 		return
 	}
+	if relay.StoredResponsePath(r) && f.relay.ServeStoredResponse(w, r, relay.Placement{Pool: c.Pool, OwnAuth: true}) {
+		return // a response the relay stored for this circuit
+	}
 	f.relay.ServePassThrough(w, r, c.Pool)
 }
 
@@ -107,11 +110,14 @@ func (f *front) serveByModel(w http.ResponseWriter, r *http.Request, ownHost boo
 	d, inference := inferenceCall(r)
 	listing := r.Method == http.MethodGet && r.URL.Path == endpoint.ModelList
 	if !inference && !listing {
-		if ownHost {
+		switch {
+		case ownHost:
 			f.own.ServeHTTP(w, r)
-			return
+		case relay.StoredResponsePath(r):
+			f.relay.ServeStoredResponse(w, r, relay.Placement{}) // by client key, as on the relay's own host
+		default:
+			http.NotFound(w, r)
 		}
-		http.NotFound(w, r)
 		return
 	}
 	ip, _ := ingress.ClientIP(r, f.trusted)

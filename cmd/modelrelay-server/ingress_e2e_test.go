@@ -112,6 +112,9 @@ func TestE2EPassThroughPaths(t *testing.T) {
 		{"GET", "/docs?lang=en&q=two%20words&empty=", nil},
 		{"PUT", "/v1/files/abc?overwrite=true", []byte(`{"bytes":"\u00e9t\u00e9","n":1}`)},
 		{"DELETE", "/v1/files/abc", nil},
+		// A stored response the relay does not hold for this circuit is the replica's own.
+		{"GET", "/v1/responses/resp_held_by_the_replica", nil},
+		{"DELETE", "/v1/responses/resp_held_by_the_replica", nil},
 		{"POST", "/v1/messages", []byte(`{"model": "claude-like", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}`)},
 		{"POST", "/v1/embeddings?trace=1", []byte(`{"model":"emb","input":"x"}`)},
 	}
