@@ -80,7 +80,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 		return
 	}
 	ep, _ := endpoint.For(r.URL.Path)
-	who := owner(key, at)
+	who, asSent := owner(key, at), body
 	if ep.Route == endpoint.RouteResponses {
 		if body, err = s.withHistory(r.Context(), body, who); err != nil {
 			re := err.(*relayError)
@@ -94,7 +94,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	req.Model, req.Streaming = f.Model, f.Stream
 	req.endpoint = ep
 	if ep.Route == endpoint.RouteResponses {
-		req.keepAnswer = s.keepResponse(req, who)
+		req.responses = &responsesCall{asSent: asSent, keep: s.keepResponse(req, who)}
 	}
 	req.dispatched = br.release
 	defer req.dropForeign()

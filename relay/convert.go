@@ -226,9 +226,9 @@ func newConversion(req *Request, log *slog.Logger) *conversion {
 		native: req.native.body}
 	if rr := req.foreign.responses; rr != nil {
 		c.response = &translate.ResponseMeta{ID: translate.NewResponseID(), Model: rr.Model,
-			CreatedAt: req.arrival.Unix(), Request: req.native.body, IncludeEncrypted: rr.IncludeEncrypted}
+			CreatedAt: req.arrival.Unix(), Request: req.responses.asSent, IncludeEncrypted: rr.IncludeEncrypted}
 		if rr.Store {
-			c.completed = req.keepAnswer
+			c.completed = req.responses.keep
 		}
 	}
 	return c

@@ -46,9 +46,8 @@ type Request struct {
 	native     *wire
 	foreign    *wire
 	translated bool // req is dressed as foreign
-	// keepAnswer keeps a Responses call's translated answer once it completed (nil: the
-	// call is not one, or nothing keeps it).
-	keepAnswer func(response []byte)
+	// responses is what a Responses call carries besides its body (nil for other calls).
+	responses *responsesCall
 	// askedUsage: the relay asked an OpenAI stream for its usage chunk, which the client did
 	// not ask for (it is taken out of the answer).
 	askedUsage bool

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -80,37 +79,36 @@ func previousResponseID(body []byte) (string, bool) {
 	return "", false
 }
 
-// keepResponse is what keeps the answer to req, a Responses call, once it completed (when the
-// relay translated it and the call asked to store it).
+// responsesCall is what a Responses call carries besides its body.
+type responsesCall struct {
+	// asSent is the body as the client sent it; the body sent on has the stored conversation
+	// in front of its input. Its answer echoes the call as sent.
+	asSent []byte
+	// keep keeps the call's answer once it completed (when the relay translated it and the
+	// call asked to store it).
+	keep func(response []byte)
+}
+
+// keepResponse keeps the answer to req, a Responses call, for who: the response, and the
+// conversation a later call continues (req's input, its stored conversation in front, then
+// the response's output).
 func (s *Server) keepResponse(req *Request, who string) func(response []byte) {
 	return func(response []byte) {
-		input, err := translate.InputItems(req.native.body)
-		if err != nil {
-			return // the mapping read it already; nothing to continue from
-		}
-		rec := &responses.Record{Owner: who, Response: response, Items: joinArrays(input, translate.OutputItems(response))}
 		id, ok := responseID(response)
 		if !ok {
 			return
 		}
-		// The client has its whole answer: store it though the client leave now.
+		items, err := translate.ConversationItems(req.native.body, response)
+		if err != nil {
+			return // the mapping read the input already: nothing to continue from
+		}
+		// The client has its whole answer: it is stored though the client leave now.
 		ctx, cancel := context.WithTimeout(context.Background(), responsesRetention)
 		defer cancel()
-		if err := s.responses.Put(ctx, id, rec); err != nil {
+		if err := s.responses.Put(ctx, id, &responses.Record{Owner: who, Response: response, Items: items}); err != nil {
 			s.log.Warn("response not stored: responses store unavailable", "request_id", req.ID, "err", err)
 		}
 	}
-}
-
-// joinArrays is the JSON array of a's elements, then b's.
-func joinArrays(a, b []byte) []byte {
-	ia, ib := rawjson.Inner(a), rawjson.Inner(b)
-	out := make([]byte, 0, len(ia)+len(ib)+3)
-	out = append(append(out, '['), ia...)
-	if len(bytes.TrimSpace(ia)) > 0 && len(bytes.TrimSpace(ib)) > 0 {
-		out = append(out, ',')
-	}
-	return append(append(out, ib...), ']')
 }
 
 // responseID is a response object's id.

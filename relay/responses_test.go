@@ -71,11 +71,3 @@ func TestPreviousResponseID(t *testing.T) {
 		}
 	}
 }
-
-func TestJoinArrays(t *testing.T) {
-	for _, c := range [][3]string{{`[1]`, `[2]`, `[1,2]`}, {`[]`, `[2]`, `[2]`}, {`[1]`, `[ ]`, `[1 ]`}, {`[]`, `[]`, `[]`}} {
-		if got := string(joinArrays([]byte(c[0]), []byte(c[1]))); got != c[2] {
-			t.Errorf("%s + %s = %s, want %s", c[0], c[1], got, c[2])
-		}
-	}
-}

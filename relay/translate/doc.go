@@ -23,8 +23,8 @@
 //     order, ResponsesErrorBody an error; Chain puts NewOpenAIStream before ResponsesStream
 //     for a target that speaks only Anthropic Messages. Reasoning goes back to the client as
 //     a self-contained token (encrypted_content) that the next request's mapping reads back,
-//     so no node keeps state for it; InputItems, OutputItems and WithHistory are what the
-//     relay's store of responses needs for previous_response_id.
+//     so no node keeps state for it; ConversationItems (what to store of a response) and
+//     WithHistory (a previous_response_id expanded) serve the relay's store of responses.
 //
 // Fields with no counterpart are dropped from translated requests (unknown ones too); the
 // table in docs/translation.md lists them.

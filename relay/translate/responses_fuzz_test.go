@@ -67,6 +67,8 @@ func FuzzResponsesToChat(f *testing.F) {
 				t.Fatalf("expanded body still names a previous response: %s", expanded)
 			}
 		}
+		conv, err := ConversationItems(b, b)
+		checkMapped(t, conv, err)
 		if !json.Valid(OutputItems(b)) {
 			t.Fatal("output items are not JSON")
 		}

@@ -9,7 +9,8 @@ import (
 
 // The Responses API keeps conversations: a stored response is its input items and its
 // output, and a request naming it with previous_response_id continues after them. The relay
-// keeps them (store) and expands the id into the input before mapping, with these helpers.
+// keeps them (store: ConversationItems) and expands the id into the input before mapping
+// (WithHistory).
 
 var errHistory = errors.New("history must be a JSON array of items")
 
@@ -76,14 +77,32 @@ func WithHistory(body, history []byte) ([]byte, error) {
 	if members {
 		out = append(out, ',')
 	}
-	out = append(out, `"input":[`...)
-	h, in := arrayInner(history), arrayInner(items)
-	out = append(out, h...)
-	if len(h) > 0 && len(in) > 0 {
-		out = append(out, ',')
+	out = append(out, `"input":`...)
+	out = appendJoined(out, history, items)
+	return append(out, '}'), nil
+}
+
+// ConversationItems is what the store keeps of a finished response: the items of the body
+// that asked for it (after WithHistory: the whole conversation before it) and then its output.
+// A later WithHistory continues after them.
+func ConversationItems(body, response []byte) ([]byte, error) {
+	items, err := InputItems(body)
+	if err != nil {
+		return nil, err
 	}
-	out = append(out, in...)
-	return append(out, "]}"...), nil
+	return appendJoined(nil, items, OutputItems(response)), nil
+}
+
+// appendJoined appends one JSON array of the elements of the arrays a and b, in order.
+func appendJoined(dst, a, b []byte) []byte {
+	a, b = arrayInner(a), arrayInner(b)
+	dst = append(dst, '[')
+	dst = append(dst, a...)
+	if len(a) > 0 && len(b) > 0 {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, b...)
+	return append(dst, ']')
 }
 
 // topMember is the value of the top-level member name of the object body (checked JSON),

@@ -72,7 +72,10 @@ func TestHistoryRoundTrip(t *testing.T) {
 	if err != nil || s.Response() == nil {
 		t.Fatal(err)
 	}
-	stored := append(append(append([]byte("["), in[1:len(in)-1]...), ','), OutputItems(s.Response())[1:]...)
+	stored, err := ConversationItems(first, s.Response())
+	if err != nil || string(stored) != string(in[:len(in)-1])+","+string(OutputItems(s.Response())[1:]) {
+		t.Fatalf("stored %s %v", stored, err)
+	}
 	next, err := WithHistory([]byte(`{"model":"m","previous_response_id":"resp_1","input":[{"type":"function_call_output","call_id":"call_9","output":"a.txt"}],"tools":[{"type":"function","name":"ls"}]}`), stored)
 	if err != nil {
 		t.Fatal(err)

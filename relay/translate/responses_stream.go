@@ -51,6 +51,7 @@ type ResponsesStream struct {
 	finish   string
 	usage    responsesUsage
 	kept     int    // bytes of text held in items
+	limit    int    // on kept: MaxResponseBytes
 	response []byte // the final response object, once completed or incomplete
 }
 
@@ -64,7 +65,7 @@ type streamItem struct {
 // NewResponsesStream translates a chat completion stream into the Responses stream of the
 // response m describes.
 func NewResponsesStream(m ResponseMeta) *ResponsesStream {
-	return &ResponsesStream{shape: newResponseShape(m), open: -1}
+	return &ResponsesStream{shape: newResponseShape(m), open: -1, limit: MaxResponseBytes}
 }
 
 // Usage is the token usage the stream reported so far.
@@ -180,7 +181,7 @@ func (s *ResponsesStream) escape(v *fastjson.Value) ([]byte, error) {
 		return nil, nil // an empty delta says nothing
 	}
 	s.val = appendQuoted(s.val[:0], text)
-	if s.kept += len(s.val) - 2; s.kept > MaxResponseBytes {
+	if s.kept += len(s.val) - 2; s.kept > s.limit {
 		return nil, errResponseTooLarge
 	}
 	return s.val[1 : len(s.val)-1], nil

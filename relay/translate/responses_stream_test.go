@@ -544,3 +544,31 @@ func TestChainAnthropicToResponses(t *testing.T) {
 		t.Fatalf("failed chain: %+v", r)
 	}
 }
+
+// The answer a stream holds is bounded: past MaxResponseBytes of text, or maxOutputItems
+// items, Write fails and the relay sends Fail's response.failed.
+func TestResponsesStreamBounds(t *testing.T) {
+	const limit = 64 << 10 // MaxResponseBytes, made small
+	text := strings.Repeat("x", 1000)
+	tooLarge := strings.Repeat(chunks(`{"content":"`+text+`"}`), limit/len(text)+1)
+	var calls strings.Builder
+	for i := range maxOutputItems + 1 {
+		calls.WriteString(chunks(fmt.Sprintf(`{"tool_calls":[{"index":%d,"id":"c","function":{"name":"f"}}]}`, i)))
+	}
+	for name, c := range map[string]struct {
+		in   string
+		want error
+	}{"text": {tooLarge, errResponseTooLarge}, "items": {calls.String(), errTooManyItems}} {
+		s := NewResponsesStream(testMeta)
+		s.limit = limit
+		out, err := s.Write([]byte(c.in))
+		if err != c.want {
+			t.Fatalf("%s: %v, want %v", name, err, c.want)
+		}
+		all := string(out)
+		all += string(s.Fail(err.Error()))
+		if r := terminal(t, parseResponsesStream(t, all, true)); r.Status != "failed" || r.Error.Message != c.want.Error() {
+			t.Fatalf("%s: %+v", name, r.Error)
+		}
+	}
+}

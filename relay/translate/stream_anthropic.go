@@ -129,10 +129,13 @@ func (b *textBuf) text(v *fastjson.Value) []byte {
 	if v == nil || v.Type() != fastjson.TypeString {
 		return nil
 	}
-	if s, _ := v.StringBytes(); len(s) == 0 {
+	s, _ := v.StringBytes()
+	if len(s) == 0 {
 		return nil
 	}
-	*b = v.MarshalTo((*b)[:0])
+	// Quoted by JSON's rules (fastjson's own quoting writes control characters as \x01,
+	// which is not JSON), invalid UTF-8 replaced.
+	*b = appendQuoted((*b)[:0], s)
 	return *b
 }
 

@@ -240,3 +240,32 @@ func checkStream(t *testing.T, s Stream, b []byte) {
 		}
 	}
 }
+
+// Control characters and invalid UTF-8 in a streamed delta stay valid JSON in the translated
+// event.
+func TestAnthropicStreamQuotesControlCharacters(t *testing.T) {
+	s := NewAnthropicStream("claude")
+	in := "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\\u0001b\\\"c\xff\"}}]}\n\n"
+	out, err := s.Write([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sawDelta bool
+	for _, line := range strings.Split(string(out), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		if !json.Valid([]byte(data)) {
+			t.Errorf("not JSON: %s", data)
+		}
+		if strings.Contains(data, "text_delta") {
+			var ev struct{ Delta struct{ Text string } }
+			json.Unmarshal([]byte(data), &ev)
+			sawDelta = ev.Delta.Text == "a\x01b\"c\uFFFD"
+		}
+	}
+	if !sawDelta {
+		t.Errorf("the delta's text did not survive: %s", out)
+	}
+}

@@ -26,6 +26,7 @@ assert.equal(got.id, plain.id);
 assert.equal(got.output_text, plain.output_text);
 const next = await client.responses.create({ model, previous_response_id: plain.id, input: "And again?" });
 assert.equal(next.status, "completed");
+assert.equal(next.previous_response_id, plain.id);
 const deleted = await client.responses.delete(plain.id);
 summary.deleted = deleted === undefined ? "ok" : JSON.stringify(deleted);
 try {
