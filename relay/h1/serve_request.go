@@ -137,8 +137,9 @@ func knownMethod(m []byte) string {
 
 // target sets r.URL and r.Host from the request target and the Host field, which it checks
 // as net/http does: exactly one on HTTP/1.1, at most one on HTTP/1.0, of host characters
-// only. Origin-form ("/path?query"), absolute-form for http and https, and "*" for OPTIONS
-// are served; CONNECT's authority-form is refused (nothing here tunnels).
+// only. Origin-form ("/path?query") and absolute-form for http and https are served;
+// CONNECT's authority-form (nothing here tunnels) and "*" (OPTIONS of the server itself,
+// which net/http answers without its handler) are refused.
 func (c *inbound) target(r *http.Request, minor int) error {
 	hosts := r.Header["Host"]
 	switch {
@@ -151,24 +152,17 @@ func (c *inbound) target(r *http.Request, minor int) error {
 	}
 	delete(r.Header, "Host")
 	t := r.RequestURI
-	switch {
-	case r.Method == http.MethodConnect:
+	if r.Method == http.MethodConnect || t == "*" {
 		return errBadTarget
-	case t == "*":
-		if r.Method != http.MethodOptions {
-			return errBadTarget
-		}
-		r.URL = &url.URL{Path: "*"}
-	default:
-		u, err := url.ParseRequestURI(t)
-		if err != nil {
-			return malformedLine("invalid request target", []byte(t))
-		}
-		if t[0] != '/' && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
-			return errBadTarget
-		}
-		r.URL = u
 	}
+	u, err := url.ParseRequestURI(t)
+	if err != nil {
+		return malformedLine("invalid request target", []byte(t))
+	}
+	if t[0] != '/' && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
+		return errBadTarget
+	}
+	r.URL = u
 	r.Host = r.URL.Host
 	if r.Host == "" && len(hosts) == 1 {
 		r.Host = hosts[0]
