@@ -46,8 +46,8 @@ func TestDecodeDamaged(t *testing.T) {
 		}
 	}
 	for _, b := range [][]byte{
-		append([]byte{2}, enc[1:]...),                  // another version
-		append([]byte{1, 7}, enc[2:]...),               // unknown flags
+		append([]byte{2}, enc[1:]...),                   // another version
+		append([]byte{1, 7}, enc[2:]...),                // unknown flags
 		append(bytes.Clone(enc[:10]), 0xff, 0xff, 0x7f), // a count far past the bound
 	} {
 		if _, err := decode(b); err == nil {
