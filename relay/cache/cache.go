@@ -20,7 +20,7 @@ type Request struct {
 	// it has no key. Tenants never share an entry: the tenant is hashed and names the
 	// entry's namespace too.
 	Tenant string
-	Route  string // the path called
+	Route  string // the path called, with its query (the target gets both)
 	Model  string // the model asked for
 	Stream bool
 	Meta   bool // the answer carries x_pool_meta
