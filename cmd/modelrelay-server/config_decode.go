@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/knadh/koanf/v2"
+
+	"modelrelay/relay/keys"
 )
 
 // decoder converts merged koanf values into typed fields. A value that does not decode is
@@ -341,11 +343,14 @@ func decodeConfig(k *koanf.Koanf, p *problems) Config {
 		PrefixCacheEntries:     d.int("prefix_cache_entries"),
 		PriorityAging:          d.duration("priority_aging"),
 		MaxClientPriority:      strings.ToLower(d.str("max_client_priority")),
-		AccessLog:              d.boolean("access_log"),
-		Demo:                   d.boolean("demo"),
-		AppProxy:               decodeAppProxy(d),
-		Backends:               decodeBackends(d, k.Get("backends")),
-		Fallbacks:              decodeFallbacks(d, k.Get("fallbacks")),
+		Cache: CacheConfig{Enabled: d.boolean("cache.enabled"), TTL: d.duration("cache.ttl"),
+			MaxBytes: d.int64("cache.max_bytes"), Store: strings.ToLower(d.str("cache.store"))},
+		Models:    decodeModels(d, k.Get("models")),
+		AccessLog: d.boolean("access_log"),
+		Demo:      d.boolean("demo"),
+		AppProxy:  decodeAppProxy(d),
+		Backends:  decodeBackends(d, k.Get("backends")),
+		Fallbacks: decodeFallbacks(d, k.Get("fallbacks")),
 	}
 	return c
 }
@@ -415,6 +420,51 @@ func decodeBackends(d *decoder, v any) []BackendConfig {
 	return out
 }
 
+// decodeModels reads the `models:` mapping, model -> its settings: cache is default (its
+// requests use the response cache unless they say otherwise) or false (they never do).
+func decodeModels(d *decoder, v any) map[string]ModelConfig {
+	m, ok := v.(map[string]any)
+	if v != nil && !ok {
+		d.fail("models", "must be a mapping (model: {cache: default})")
+		return nil
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]ModelConfig, len(m))
+	for _, model := range sortedKeys(m) { // sorted: the same file always names the same key
+		key := "models." + quotedName(model)
+		entry, ok := m[model].(map[string]any)
+		if !ok {
+			d.fail(key, "must be a mapping (cache: default)")
+			continue
+		}
+		var c ModelConfig
+		switch v := entry["cache"].(type) {
+		case nil:
+		case bool:
+			if v {
+				d.fail(key+".cache", "must be default or false")
+			} else {
+				c.Cache = keys.CacheOff
+			}
+		case string:
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case keys.CacheDefault:
+				c.Cache = keys.CacheDefault
+			case "false", keys.CacheOff:
+				c.Cache = keys.CacheOff
+			default:
+				d.fail(key+".cache", "must be default or false, got %s", shown(v))
+			}
+		default:
+			d.fail(key+".cache", "must be default or false")
+		}
+		out[model] = c
+	}
+	return out
+}
+
 // decodeFallbacks reads the `fallbacks:` mapping, model -> alternates in order. A chain may
 // be a list or one string (a comma-separated string, like every other list). Checks that
 // need the whole chain (itself, duplicates) are in validateFallbacks.
@@ -475,13 +525,16 @@ func decodeChain(d *decoder, model string, v any) (chain []string, ok bool) {
 	return chain, true
 }
 
-// fallbackKey names a chain in messages: fallbacks.<model>, quoted when the name holds
-// blanks or control characters so the message stays on one line and the name stays visible.
-func fallbackKey(model string) string {
+// fallbackKey names a chain in messages: fallbacks.<model>.
+func fallbackKey(model string) string { return "fallbacks." + quotedName(model) }
+
+// quotedName is a model name as messages show it: quoted when it holds blanks or control
+// characters, so the message stays on one line and the name stays visible.
+func quotedName(model string) string {
 	for _, r := range model {
 		if r <= ' ' || r == 0x7f || !strconv.IsPrint(r) {
-			return "fallbacks." + strconv.Quote(model)
+			return strconv.Quote(model)
 		}
 	}
-	return "fallbacks." + model
+	return model
 }

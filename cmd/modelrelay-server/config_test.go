@@ -92,6 +92,7 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		PrefixCacheEntries: 16384,
 		PriorityAging:      10 * time.Second,
 		MaxClientPriority:  "high",
+		Cache:              CacheConfig{TTL: 10 * time.Minute, MaxBytes: 256 << 20, Store: "memory"},
 		AppProxy: AppProxyConfig{
 			EventsEnabled:       true,
 			Authority:           host,
