@@ -293,6 +293,30 @@ func TestCacheWhoUsesIt(t *testing.T) {
 	}
 }
 
+// TestAdminKeysCacheField: a key's cache is default, off or null, set by POST and PATCH and
+// shown by both and by the list.
+func TestAdminKeysCacheField(t *testing.T) {
+	ts, _ := cachedRelay(t, relay.Options{}, "m")
+	k := createKey(t, ts, `,"cache":"default"`)
+	id := k["id"].(string)
+	if k["cache"] != "default" {
+		t.Fatalf("created %v", k)
+	}
+	if status, v := callJSON(t, ts, http.MethodPatch, "/admin/keys/"+id, adminToken, `{"cache":"off"}`); status != 200 || v["cache"] != "off" {
+		t.Fatalf("patch off: %d %v", status, v)
+	}
+	status, v := callJSON(t, ts, http.MethodPatch, "/admin/keys/"+id, adminToken, `{"cache":null}`)
+	if _, shown := v["cache"]; status != 200 || !shown || v["cache"] != nil {
+		t.Fatalf("patch null: %d %v", status, v)
+	}
+	for _, body := range []string{`{"cache":"always"}`, `{"cache":true}`, `{"cache":"Default"}`} {
+		status, v := callJSON(t, ts, http.MethodPatch, "/admin/keys/"+id, adminToken, body)
+		if status != 400 || v["error"] != "cache must be default, off or null" {
+			t.Errorf("patch %s: %d %v", body, status, v)
+		}
+	}
+}
+
 // TestCacheKeepsTheRateLimit: a hit still counts against the key's requests per minute.
 func TestCacheKeepsTheRateLimit(t *testing.T) {
 	ts, b := cachedRelay(t, relay.Options{}, "m")

@@ -57,3 +57,27 @@ func TestEvents(t *testing.T) {
 		}
 	}
 }
+
+// FuzzEvents: the events of any bytes put back together are those bytes, each ends at its
+// first blank line, and Complete reads any of them without failing.
+func FuzzEvents(f *testing.F) {
+	f.Add([]byte("data: {}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("event: message_stop\r\ndata: {\"type\":\"message_stop\"}\r\n\r\n"))
+	f.Add([]byte("data: {\"type\":\"response.completed\",\"x\":[1,{\"y\":\"\\u0041\"}]}\n\n\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var joined []byte
+		for ev := range Events(b) {
+			if len(ev) == 0 {
+				t.Fatal("an empty event")
+			}
+			if n := eventLen(ev); n != len(ev) {
+				t.Fatalf("event %q ends at %d", ev, n)
+			}
+			joined = append(joined, ev...)
+		}
+		if string(joined) != string(b) {
+			t.Fatalf("events of %q join to %q", b, joined)
+		}
+		Complete(b)
+	})
+}

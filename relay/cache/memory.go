@@ -80,17 +80,6 @@ func (m *Memory) Clear(context.Context) error {
 	return nil
 }
 
-// Len is how many entries the store holds, and their size.
-func (m *Memory) Len() (entries int, bytes int64) {
-	for i := range m.shards {
-		s := &m.shards[i]
-		s.mu.Lock()
-		entries, bytes = entries+len(s.slots), bytes+s.used
-		s.mu.Unlock()
-	}
-	return entries, bytes
-}
-
 func (s *shard) get(k Key, now time.Time) (*Entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -15,6 +15,17 @@ func keyOf(tenant, body string) Key {
 
 func entryOf(size int) *Entry { return &Entry{Body: []byte(strings.Repeat("x", size))} }
 
+// Len is how many entries the store holds, and their size.
+func (m *Memory) Len() (entries int, bytes int64) {
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		entries, bytes = entries+len(s.slots), bytes+s.used
+		s.mu.Unlock()
+	}
+	return entries, bytes
+}
+
 // clock is a settable time for a store.
 type clock struct{ t time.Time }
 

@@ -12,14 +12,13 @@ import (
 
 // Redis keeps entries in Redis, shared by every node on it: one key per entry, under
 // KeyPrefix and the tenant, expiring with its TTL (Redis's own maxmemory policy bounds the
-// memory). Redis is a cache's cache here: any failure is a miss, or a Put dropped, never an
-// error to the client. After one, Redis is left alone for a second (every call meanwhile is
+// memory). Redis only spares the targets work: any failure is a miss, or a Put dropped, never
+// an error to the client. After one, Redis is left alone for a second (every call meanwhile is
 // a miss at once, not a wait for the timeout); the log says when it failed and when it came
 // back, once each, and Failures counts what failed.
 type Redis struct {
-	rdb     *redis.Client
-	timeout time.Duration
-	log     *slog.Logger
+	rdb *redis.Client
+	log *slog.Logger
 
 	failures atomic.Uint64
 	down     atomic.Bool
@@ -42,7 +41,7 @@ func NewRedis(rdb *redis.Client, log *slog.Logger) *Redis {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Redis{rdb: rdb, timeout: redisTimeout, log: log}
+	return &Redis{rdb: rdb, log: log}
 }
 
 // Failures is how many calls to Redis failed (entries it held that did not decode
@@ -53,7 +52,7 @@ func (r *Redis) Get(ctx context.Context, k Key) (*Entry, bool) {
 	if r.pausing() {
 		return nil, false
 	}
-	call, cancel := context.WithTimeout(ctx, r.timeout)
+	call, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	b, err := r.rdb.Get(call, KeyPrefix+k.String()).Bytes()
 	switch {
@@ -78,7 +77,7 @@ func (r *Redis) Put(ctx context.Context, k Key, e *Entry, ttl time.Duration) {
 	if r.pausing() || ttl <= 0 {
 		return
 	}
-	call, cancel := context.WithTimeout(ctx, r.timeout)
+	call, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	if err := r.rdb.Set(call, KeyPrefix+k.String(), encode(nil, e), ttl).Err(); err != nil {
 		r.failed(ctx, err)
