@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"modelrelay/relay/cache"
 	"modelrelay/relay/keys"
 )
@@ -78,12 +80,39 @@ const (
 	cacheSkip = "skip" // it asked, but may not use it (see decide)
 )
 
+// cacheMetrics registers the cache's series on reg: the requests that asked for it by
+// result, each result started at zero, and the failures of its shared store.
+func cacheMetrics(s *Server, reg prometheus.Registerer) *prometheus.CounterVec {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelrelay_cache_requests_total",
+		Help: "Requests that asked for the response cache (or whose key or model uses it), by result (hit, miss, skip: asked but may not use it).",
+	}, []string{"result"})
+	for _, result := range []string{cacheHit, cacheMiss, cacheSkip} {
+		requests.WithLabelValues(result)
+	}
+	failures := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "modelrelay_cache_store_failures_total",
+		Help: "Calls to the response cache's shared store (Redis) that failed; each was a miss or an answer not stored.",
+	}, func() float64 {
+		if s.cache == nil {
+			return 0
+		}
+		if c, ok := s.cache.Store.(interface{ Failures() uint64 }); ok {
+			return float64(c.Failures())
+		}
+		return 0
+	})
+	reg.MustRegister(requests, failures)
+	return requests
+}
+
 var errCacheHeader = badRequest("x-modelrelay-cache must be use or refresh")
 
-// decide says how a request uses the cache, and what to count ("" when it did not ask).
-// Whatever asks (the header, the key's or the model's default), a key or model configured
-// off, Cache-Control: no-store, or a sampled request (temperature above 0 without a seed,
-// whose answers differ from call to call) skips it, unless, for the last, the header says use.
+// decide says how a request uses the cache, and what to count ("" when it did not ask for
+// it). A request asks with its header, or through its key's or model's default. It skips the
+// cache when its key or model is configured off, when it sends Cache-Control: no-store, and
+// when it samples (temperature above 0 without a seed: its answers differ from call to call)
+// unless its header says use.
 func (c *responseCache) decide(h http.Header, key *keys.Key, model string, sampled bool) (cacheUse, string, error) {
 	asked := strings.ToLower(strings.TrimSpace(h.Get(cacheHeader)))
 	if asked != "" && asked != "use" && asked != "refresh" {
@@ -157,15 +186,15 @@ func (s *Server) lookup(r *http.Request, at Placement, key *keys.Key, asked stri
 		out.client.fail(err)
 		return true
 	}
-	who := tenant(key, at, asked)
-	if use != cacheNone && who == "" {
-		use, result = cacheNone, cacheSkip
-	}
 	var k cache.Key
 	if use != cacheNone {
-		req := cache.Request{Tenant: who, Route: r.URL.RequestURI(), Model: asked, Stream: v.Stream, Meta: v.options != nil,
-			Body: body, Omit: [2]int{v.cut.from, v.cut.to}}
-		k = req.Key()
+		if who := tenant(key, at, asked); who == "" {
+			use, result = cacheNone, cacheSkip
+		} else {
+			req := cache.Request{Tenant: who, Route: r.URL.RequestURI(), Model: asked, Stream: v.Stream, Meta: v.options != nil,
+				Body: body, Omit: [2]int{v.cut.from, v.cut.to}}
+			k = req.Key()
+		}
 	}
 	if use == cacheRead {
 		if e, ok := c.Store.Get(r.Context(), k); ok {

@@ -38,7 +38,6 @@ var queueWaitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5,
 var (
 	bodyErrorReasons = []string{"malformed", "truncated", "timeout", "too_large", "over_budget", "client_gone", "invalid"}
 	authFailureKinds = []string{"worker", "admin", "circuit", "api_key"}
-	cacheResults     = []string{cacheHit, cacheMiss, cacheSkip}
 )
 
 func newMetrics(s *Server) *metrics {
@@ -86,25 +85,6 @@ func newMetrics(s *Server) *metrics {
 	for _, kind := range authFailureKinds {
 		m.authFailures.WithLabelValues(kind)
 	}
-	m.cacheRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "modelrelay_cache_requests_total",
-		Help: "Requests that asked for the response cache (or whose key or model uses it), by result (hit, miss, skip: asked but may not use it).",
-	}, []string{"result"})
-	for _, result := range cacheResults {
-		m.cacheRequests.WithLabelValues(result)
-	}
-	cacheFailures := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "modelrelay_cache_store_failures_total",
-		Help: "Calls to the response cache's shared store (Redis) that failed; each was a miss or an answer not stored.",
-	}, func() float64 {
-		if s.cache == nil {
-			return 0
-		}
-		if c, ok := s.cache.Store.(interface{ Failures() uint64 }); ok {
-			return float64(c.Failures())
-		}
-		return 0
-	})
 	bodiesHeld := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "modelrelay_request_body_bytes_held",
 		Help: "Bytes held in request bodies not yet handed to a target and in translated bodies (bounded by body_budget_bytes).",
@@ -122,7 +102,8 @@ func newMetrics(s *Server) *metrics {
 		Help: "Usage batches the key store refused (kept and retried).",
 	}, func() float64 { return float64(s.ledger.Failures()) })
 	m.genAI = newGenAI(m.registry)
-	m.registry.MustRegister(usagePending, usageDropped, usageFailures, m.cacheRequests, cacheFailures)
+	m.registry.MustRegister(usagePending, usageDropped, usageFailures)
+	m.cacheRequests = cacheMetrics(s, m.registry)
 	m.registry.MustRegister(bodiesHeld, m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures, m.crossOrigin, m.fallbacks,
 		m.queueWait, poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
