@@ -210,7 +210,7 @@ func (s *Server) lookup(r *http.Request, at Placement, key *keys.Key, asked stri
 	s.metrics.cacheRequests.WithLabelValues(result).Inc()
 	out.client.w.Header().Set(cacheHeader, result)
 	if use != cacheNone {
-		out.record(c, k, context.WithoutCancel(r.Context()))
+		out.record(context.WithoutCancel(r.Context()), c, k)
 	}
 	return false
 }

@@ -35,7 +35,7 @@ var cachedHeaders = [...]string{"Content-Type", "X-Modelrelay-Model", "X-Modelre
 	"X-Modelrelay-Estimated"}
 
 // record stores the request's answer in c under k: its lookup missed, or it asked to refresh.
-func (a *answer) record(c *responseCache, k cache.Key, ctx context.Context) {
+func (a *answer) record(ctx context.Context, c *responseCache, k cache.Key) {
 	a.caching = true
 	a.extras().cache = cacheSink{cache: c, key: k, ctx: ctx, sent: a.client.w.Header()}
 }

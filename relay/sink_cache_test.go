@@ -57,7 +57,7 @@ func TestCacheSink(t *testing.T) {
 			var a answer
 			a.client.w = headerOnly(sent)
 			k := cache.Key{Tenant: "key:1"}
-			a.record(c, k, context.Background())
+			a.record(context.Background(), c, k)
 			r := recorder{fail: tc.fail}
 			err := tc.answer.into(a.extra.cache.wrap(&r))
 			if !errors.Is(err, tc.fail) {
@@ -91,7 +91,7 @@ func TestCacheSinkRecordingBudget(t *testing.T) {
 	c.reserve(16<<10 - 100) // others' recordings in flight
 	var a answer
 	a.client.w = headerOnly(http.Header{})
-	a.record(c, cache.Key{Tenant: "t"}, context.Background())
+	a.record(context.Background(), c, cache.Key{Tenant: "t"})
 	var r recorder
 	if err := (answerOf{status: 200, header: jsonHead, length: 200, chunks: []string{strings.Repeat("x", 200)}}).into(a.extra.cache.wrap(&r)); err != nil {
 		t.Fatal(err)

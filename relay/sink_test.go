@@ -131,7 +131,7 @@ func TestCompose(t *testing.T) {
 				a.tapUsage(new(usage.Tap), false)
 			}
 			if tc.caching {
-				a.record(newResponseCache(CacheOptions{Store: cache.NewMemory(1 << 20)}), cache.Key{}, context.Background())
+				a.record(context.Background(), newResponseCache(CacheOptions{Store: cache.NewMemory(1 << 20)}), cache.Key{})
 			}
 			a.compose(attemptPlan{conv: conv}) // an earlier attempt's chain leaves nothing behind
 			if got := chainOf(a.compose(tc.plan)); !slices.Equal(got, tc.want) {
