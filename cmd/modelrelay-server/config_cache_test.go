@@ -25,6 +25,7 @@ cache:
   max_bytes: 2097152
 models:
   gpt-4o: {cache: default}
+  Qwen/Qwen2.5-7B: {cache: default}
   "llama 3": {cache: false}
   other: {cache: "OFF"}
   plain: {}
@@ -33,15 +34,17 @@ models:
 	if cfg.Cache != want {
 		t.Errorf("cache %+v, want %+v", cfg.Cache, want)
 	}
-	wantModels := map[string]ModelConfig{"gpt-4o": {Cache: keys.CacheDefault}, "llama 3": {Cache: keys.CacheOff},
-		"other": {Cache: keys.CacheOff}, "plain": {}}
+	wantModels := map[string]ModelConfig{"gpt-4o": {Cache: keys.CacheDefault}, "Qwen/Qwen2.5-7B": {Cache: keys.CacheDefault},
+		"llama 3": {Cache: keys.CacheOff},
+		"other":   {Cache: keys.CacheOff}, "plain": {}}
 	if !maps.Equal(cfg.Models, wantModels) {
 		t.Errorf("models %v, want %v", cfg.Models, wantModels)
 	}
 	if len(warns) != 0 {
 		t.Errorf("warnings %q", warns)
 	}
-	if got := cacheModels(cfg.Models); !maps.Equal(got, map[string]string{"gpt-4o": "default", "llama 3": "off", "other": "off"}) {
+	if got := cacheModels(cfg.Models); !maps.Equal(got, map[string]string{"gpt-4o": "default", "Qwen/Qwen2.5-7B": "default",
+		"llama 3": "off", "other": "off"}) {
 		t.Errorf("relay's models %v", got)
 	}
 	opts := relayOptions(cfg, nil, nil)

@@ -323,6 +323,11 @@ prefix_min_match: 0.5
 prefix_cache_entries: 4096
 priority_aging: 2.5
 max_client_priority: normal
+cache:
+  enabled: true
+  ttl: 1m
+models:
+  llama-3-70b: {cache: default}
 fallbacks:
   llama-3-70b: [llama-3-8b, gpt-4o-mini]
   llama-3.1-8b: gpt-4o-mini
@@ -356,6 +361,13 @@ prefix_cache_entries = 4096
 priority_aging = 2.5
 max_client_priority = "normal"
 
+[cache]
+enabled = true
+ttl = 60
+
+[models.llama-3-70b]
+cache = "default"
+
 [fallbacks]
 llama-3-70b = ["llama-3-8b", "gpt-4o-mini"]
 "llama-3.1-8b" = "gpt-4o-mini"
@@ -385,6 +397,8 @@ api_key = "sk-file-key"
 		WorkerGrace:      2 * time.Second, BreakerFailures: 3, BreakerCooldown: time.Second, BreakerMaxCooldown: 30 * time.Second,
 		SlowStart: time.Minute, Routing: "least_load", AffinityTTL: 90 * time.Second, AffinitySlack: ptr(0), PrefixMinMatch: 0.5,
 		PrefixCacheEntries: 4096, PriorityAging: 2500 * time.Millisecond, MaxClientPriority: "normal",
+		Cache:  CacheConfig{Enabled: true, TTL: time.Minute, MaxBytes: 256 << 20, Store: "memory"},
+		Models: map[string]ModelConfig{"llama-3-70b": {Cache: "default"}},
 		Fallbacks: map[string][]string{
 			"llama-3-70b":     {"llama-3-8b", "gpt-4o-mini"},
 			"llama-3.1-8b":    {"gpt-4o-mini"},
