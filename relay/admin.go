@@ -20,6 +20,7 @@ func (s *Server) adminRoutes(rt *routes) {
 	rt.handle("POST /admin/workers/{id}/drain", s.admin(s.handleAdminDrain), plainErrors)
 	rt.handle("POST /admin/workers/{id}/refresh", s.admin(s.handleAdminRefresh), plainErrors)
 	rt.handle("GET /admin/circuits", s.admin(s.handleAdminCircuits), plainErrors)
+	rt.handle("DELETE /admin/cache", s.admin(s.handleClearCache), plainErrors)
 	s.keyRoutes(rt)
 }
 

@@ -39,6 +39,7 @@ type keyView struct {
 	Priority      *string  `json:"priority"`
 	MaxPriority   *string  `json:"max_priority"`
 	ExpiresAt     *string  `json:"expires_at"`
+	Cache         *string  `json:"cache"`
 	Secret        string   `json:"secret,omitempty"`  // in the answer to create only
 	Warning       string   `json:"warning,omitempty"` // in the answer to create only
 }
@@ -71,6 +72,9 @@ func viewOf(k keys.Key) keyView {
 		t := k.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		v.ExpiresAt = &t
 	}
+	if k.Cache != "" {
+		v.Cache = &k.Cache
+	}
 	return v
 }
 
@@ -83,6 +87,7 @@ type keyLimits struct {
 	Priority      json.RawMessage `json:"priority"`
 	MaxPriority   json.RawMessage `json:"max_priority"`
 	ExpiresAt     json.RawMessage `json:"expires_at"`
+	Cache         json.RawMessage `json:"cache"`
 }
 
 // Bounds on what one key may hold, so the admin API cannot be made to store without end.
@@ -159,6 +164,15 @@ func (l keyLimits) patch() (keys.Patch, error) {
 			at = at.UTC().Truncate(time.Microsecond)
 		}
 		p.ExpiresAt = &at
+	}
+	if raw := l.Cache; sent(raw) {
+		var use string
+		if !null(raw) {
+			if err := json.Unmarshal(raw, &use); err != nil || (use != keys.CacheDefault && use != keys.CacheOff) {
+				return p, errors.New("cache must be default, off or null")
+			}
+		}
+		p.Cache = &use
 	}
 	return p, nil
 }

@@ -136,6 +136,10 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 		chain = s.opts.Fallbacks[asked]
 	}
 	out := newAnswer(w, d, s.opts.MaxStreamBytes, arrival)
+	if s.lookup(r, at, key, asked, body, &f, out) {
+		x.answered(out) // from the cache: no target, no tokens
+		return
+	}
 	if f.options != nil {
 		out.addMeta()
 	}

@@ -25,6 +25,8 @@ type bodyView struct {
 	cut    span       // x_pool_options and one separator beside it: what taking it out removes
 	usage  usage.Top  // stream_options, and where a new member goes
 	prompt prefix.Top // the members placement reads
+	// The values of the sampling members the response cache reads (the zero span: absent).
+	temperature, seed span
 }
 
 // span is the bytes b[from:to] of a body.
@@ -116,6 +118,10 @@ func readTop(body []byte, open int) (bodyView, ownMembers, error) {
 			v.model = span{m.Start, m.End}
 		case rawjson.FieldIs(m.Key, "stream"):
 			field, seen, own.stream = "stream", own.stream, body[m.Value:m.End]
+		case rawjson.FieldIs(m.Key, "temperature"):
+			v.temperature = span{m.Value, m.End}
+		case rawjson.FieldIs(m.Key, "seed"):
+			v.seed = span{m.Value, m.End}
 		case rawjson.FieldIs(m.Key, "x_pool_options"):
 			field, seen, own.options = "x_pool_options", own.options, body[m.Value:m.End]
 			// The separator before it goes too; the first member takes the one after it.

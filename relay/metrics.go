@@ -24,6 +24,7 @@ type metrics struct {
 	crossOrigin      prometheus.Counter
 	fallbacks        *prometheus.CounterVec
 	queueWait        *prometheus.HistogramVec
+	cacheRequests    *prometheus.CounterVec
 	genAI            *genAI
 }
 
@@ -102,6 +103,7 @@ func newMetrics(s *Server) *metrics {
 	}, func() float64 { return float64(s.ledger.Failures()) })
 	m.genAI = newGenAI(m.registry)
 	m.registry.MustRegister(usagePending, usageDropped, usageFailures)
+	m.cacheRequests = cacheMetrics(s, m.registry)
 	m.registry.MustRegister(bodiesHeld, m.requests, m.duration, m.ttfb, m.workersConnected, m.strayFrames, m.bodyErrors, m.authFailures, m.crossOrigin, m.fallbacks,
 		m.queueWait, poolCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

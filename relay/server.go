@@ -61,6 +61,7 @@ type Options struct {
 	SlowStart  time.Duration
 	Breaker    BreakerOptions
 	Scheduling Scheduling
+	Cache      CacheOptions
 	// RequireAPIKeys makes every inference route (but on circuit hosts, which keep their own
 	// rules) ask for a client API key from Keys. Without it, a request that sends one of our
 	// keys is still checked, limited and accounted; one that sends none is served.
@@ -193,6 +194,7 @@ type Server struct {
 	bodyBudget *bodyBudget
 	upstreams  *upstreamClient
 	backends   []*upstream
+	cache      *responseCache // nil: no response cache
 
 	clientCeiling priority // the highest class a request without a client key may take
 
@@ -283,6 +285,9 @@ func New(opts Options) (*Server, error) {
 			names: &modelNames{}},
 	}
 	s.clientCeiling = clientCeiling
+	if opts.Cache.Store != nil {
+		s.cache = newResponseCache(opts.Cache)
+	}
 	var err error
 	if s.origins, err = newOriginGuard(opts.TrustedOrigins); err != nil {
 		return nil, err

@@ -48,13 +48,15 @@ type answer struct {
 	// (see extras): the common answer stays no larger than the writer it replaced.
 	extra    *extraSinks
 	withMeta bool // the request asked for x_pool_meta (addMeta)
+	caching  bool // the answer is recorded for the response cache (record)
 }
 
-// extraSinks are the sinks of a probe, a translation and x_pool_meta.
+// extraSinks are the sinks of a probe, a translation, x_pool_meta and the response cache.
 type extraSinks struct {
 	learn     learnSink
 	translate translateSink
 	meta      metaSink
+	cache     cacheSink
 }
 
 // attemptPlan is what one attempt decided about its answer.
@@ -110,10 +112,14 @@ func (a *answer) tapUsage(t *usage.Tap, strip bool) { a.tap.usage, a.tap.strip =
 //	tap       reads the usage, before translation (it reads either family)
 //	translate turns the answer into the client's family
 //	meta      adds x_pool_meta to a whole JSON answer
+//	cache     records what the client receives, for the response cache
 //	client    writes to the client
 func (a *answer) compose(at attemptPlan) Sink {
 	var s Sink = &a.client
 	a.client.ender = nil // a sink that speaks the stream to the client claims it below
+	if a.caching {
+		s = a.extra.cache.wrap(s)
+	}
 	if a.withMeta {
 		s = a.extras().meta.wrap(s)
 	}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"modelrelay/relay/cache"
 	"modelrelay/relay/endpoint"
 	"modelrelay/relay/usage"
 )
@@ -86,6 +88,8 @@ func chainOf(s Sink) []string {
 			names, s = append(names, "translate"), v.next
 		case *metaSink:
 			names, s = append(names, "meta"), v.next
+		case *cacheSink:
+			names, s = append(names, "cache"), v.next
 		case *clientWriter:
 			return append(names, "client")
 		default:
@@ -99,6 +103,7 @@ func TestCompose(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		meta, tap  bool
+		caching    bool
 		plan       attemptPlan
 		want       []string
 		translated bool // the client writer ends a cut stream in the translation's events
@@ -114,6 +119,8 @@ func TestCompose(t *testing.T) {
 			want: []string{"hold", "commit", "tap", "translate", "meta", "client"}, translated: true},
 		{name: "a held answer written", meta: true, tap: true, plan: attemptPlan{conv: conv},
 			want: []string{"commit", "tap", "translate", "meta", "client"}, translated: true},
+		{name: "recorded for the cache", meta: true, tap: true, caching: true, plan: attemptPlan{conv: conv, keepFailures: true},
+			want: []string{"hold", "commit", "tap", "translate", "meta", "cache", "client"}, translated: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAnswer(httptest.NewRecorder(), OpenAI, 0, time.Now())
@@ -122,6 +129,9 @@ func TestCompose(t *testing.T) {
 			}
 			if tc.tap {
 				a.tapUsage(new(usage.Tap), false)
+			}
+			if tc.caching {
+				a.record(context.Background(), newResponseCache(CacheOptions{Store: cache.NewMemory(1 << 20)}), cache.Key{})
 			}
 			a.compose(attemptPlan{conv: conv}) // an earlier attempt's chain leaves nothing behind
 			if got := chainOf(a.compose(tc.plan)); !slices.Equal(got, tc.want) {

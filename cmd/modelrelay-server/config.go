@@ -63,10 +63,27 @@ type Config struct {
 	PrefixCacheEntries     int                    // block hashes remembered per target
 	PriorityAging          time.Duration          // a waiter's class rises one step per this much waiting
 	MaxClientPriority      string                 // highest class a request without a client key may ask for
+	Cache                  CacheConfig
 	Backends               []BackendConfig
 	Demo                   bool // also serve the built-in demo model as the static backend "demo"
 	AppProxy               AppProxyConfig
 	ConfigFile             string // the file that was read, "" if none
+}
+
+// CacheConfig is the `cache:` section: the opt-in response cache.
+type CacheConfig struct {
+	Enabled  bool
+	TTL      time.Duration
+	MaxBytes int64
+	Store    string // memory or redis (lowercased); redis is the server's redis_url
+}
+
+// ModelConfig is one model's entry of the `models:` section.
+type ModelConfig struct {
+	Cache string // keys.CacheDefault, keys.CacheOff, or "" (requests use the cache when they ask)
+	// Reasoning marks a reasoning model: a Responses call's reasoning.effort reaches it as
+	// reasoning_effort. Other models never get the parameter (most servers refuse it).
+	Reasoning bool
 }
 
 // BackendConfig is one static upstream from the `backends:` list.
@@ -206,6 +223,10 @@ var settings = []setting{
 	{key: "max_client_priority", flag: "max-client-priority", env: "MODELRELAY_MAX_CLIENT_PRIORITY"},
 	{key: "responses_ttl", flag: "responses-ttl", env: "MODELRELAY_RESPONSES_TTL"},
 	{key: "responses_store_max_bytes", flag: "responses-store-max-bytes", env: "MODELRELAY_RESPONSES_STORE_MAX_BYTES"},
+	{key: "cache.enabled", flag: "cache-enabled", env: "MODELRELAY_CACHE_ENABLED", boolean: true},
+	{key: "cache.ttl", flag: "cache-ttl", env: "MODELRELAY_CACHE_TTL"},
+	{key: "cache.max_bytes", flag: "cache-max-bytes", env: "MODELRELAY_CACHE_MAX_BYTES"},
+	{key: "cache.store", flag: "cache-store", env: "MODELRELAY_CACHE_STORE"},
 	{key: "demo", flag: "demo", env: "MODELRELAY_DEMO", boolean: true},
 }
 
@@ -222,6 +243,16 @@ const maxPrefixCacheEntries = 1 << 24
 
 // fileOnlyKeys are top-level file keys with no flag or environment variable.
 var fileOnlyKeys = []string{"appproxy", "backends", "fallbacks", "models"}
+
+// cacheStores are the values of cache.store: this process's memory, or the server's
+// redis_url, shared by every node on it.
+var cacheStores = []string{"memory", "redis"}
+
+// minCacheBytes is the smallest cache.max_bytes: an answer of 64 KiB still fits one entry.
+const minCacheBytes = 1 << 20
+
+// modelKeys are the keys of one model's entry in the `models:` section.
+var modelKeys = []string{"cache", "reasoning"}
 
 // appProxyKeys are the keys of the `appproxy:` section; each is also APPPROXY_<KEY>.
 var appProxyKeys = []string{
@@ -274,6 +305,10 @@ func defaultValues() map[string]any {
 		"prefix_cache_entries":           16384,
 		"priority_aging":                 10 * time.Second,
 		"max_client_priority":            "high", // what every client could ask before the setting existed
+		"cache.enabled":                  false,
+		"cache.ttl":                      10 * time.Minute,
+		"cache.max_bytes":                int64(256 << 20),
+		"cache.store":                    "memory",
 		"demo":                           false,
 		"appproxy.enabled":               false,
 		"appproxy.events_enabled":        true,

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/knadh/koanf/v2"
+
+	"modelrelay/relay/keys"
 )
 
 // decoder converts merged koanf values into typed fields. A value that does not decode is
@@ -349,6 +351,8 @@ func decodeConfig(k *koanf.Koanf, p *problems) Config {
 		Models:                 decodeModels(d, k.Get("models")),
 		ResponsesTTL:           d.duration("responses_ttl"),
 		ResponsesStoreMaxBytes: d.int64("responses_store_max_bytes"),
+		Cache: CacheConfig{Enabled: d.boolean("cache.enabled"), TTL: d.duration("cache.ttl"),
+			MaxBytes: d.int64("cache.max_bytes"), Store: strings.ToLower(d.str("cache.store"))},
 	}
 	return c
 }
@@ -418,6 +422,53 @@ func decodeBackends(d *decoder, v any) []BackendConfig {
 	return out
 }
 
+// decodeModels reads the `models:` mapping, model -> its settings: cache is default (its
+// requests use the response cache unless they say otherwise) or false (they never do);
+// reasoning marks a reasoning model (a Responses call's reasoning.effort reaches it).
+func decodeModels(d *decoder, v any) map[string]ModelConfig {
+	m, ok := v.(map[string]any)
+	if v != nil && !ok {
+		d.fail("models", "must be a mapping (model: {cache: default, reasoning: true})")
+		return nil
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]ModelConfig, len(m))
+	for _, model := range sortedKeys(m) { // sorted: the same file always names the same key
+		key := "models." + quotedName(model)
+		entry, ok := m[model].(map[string]any)
+		if !ok {
+			d.fail(key, "must be a mapping (cache: default)")
+			continue
+		}
+		md := &decoder{get: func(k string) any { return entry[strings.TrimPrefix(k, key+".")] }, p: d.p}
+		c := ModelConfig{Reasoning: md.boolean(key + ".reasoning")}
+		switch v := entry["cache"].(type) {
+		case nil:
+		case bool:
+			if v {
+				d.fail(key+".cache", "must be default or false")
+			} else {
+				c.Cache = keys.CacheOff
+			}
+		case string:
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case keys.CacheDefault:
+				c.Cache = keys.CacheDefault
+			case "false", keys.CacheOff:
+				c.Cache = keys.CacheOff
+			default:
+				d.fail(key+".cache", "must be default or false, got %s", shown(v))
+			}
+		default:
+			d.fail(key+".cache", "must be default or false")
+		}
+		out[model] = c
+	}
+	return out
+}
+
 // decodeFallbacks reads the `fallbacks:` mapping, model -> alternates in order. A chain may
 // be a list or one string (a comma-separated string, like every other list). Checks that
 // need the whole chain (itself, duplicates) are in validateFallbacks.
@@ -478,13 +529,16 @@ func decodeChain(d *decoder, model string, v any) (chain []string, ok bool) {
 	return chain, true
 }
 
-// fallbackKey names a chain in messages: fallbacks.<model>, quoted when the name holds
-// blanks or control characters so the message stays on one line and the name stays visible.
-func fallbackKey(model string) string {
+// fallbackKey names a chain in messages: fallbacks.<model>.
+func fallbackKey(model string) string { return "fallbacks." + quotedName(model) }
+
+// quotedName is a model name as messages show it: quoted when it holds blanks or control
+// characters, so the message stays on one line and the name stays visible.
+func quotedName(model string) string {
 	for _, r := range model {
 		if r <= ' ' || r == 0x7f || !strconv.IsPrint(r) {
-			return "fallbacks." + strconv.Quote(model)
+			return strconv.Quote(model)
 		}
 	}
-	return "fallbacks." + model
+	return model
 }

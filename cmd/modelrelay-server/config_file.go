@@ -88,22 +88,24 @@ func normalizeMaps(v any) any {
 // checkShape rejects sections of the wrong kind before koanf merges them away silently; a
 // rejected section is left out, so that the rest can still be checked.
 func checkShape(m map[string]any, p *problems) {
-	if v, ok := m["appproxy"]; ok {
+	for _, section := range []string{"appproxy", "cache"} {
+		if v, ok := m[section]; ok {
+			if _, ok := v.(map[string]any); !ok {
+				p.add(section, "must be a mapping")
+				delete(m, section)
+			}
+		}
+	}
+	if v, ok := m["models"]; ok {
 		if _, ok := v.(map[string]any); !ok {
-			p.add("appproxy", "must be a mapping")
-			delete(m, "appproxy")
+			p.add("models", "must be a mapping (model: {cache: default, reasoning: true})")
+			delete(m, "models")
 		}
 	}
 	if v, ok := m["fallbacks"]; ok {
 		if _, ok := v.(map[string]any); !ok {
 			p.add("fallbacks", "must be a mapping (model: [alternate, ...])")
 			delete(m, "fallbacks")
-		}
-	}
-	if v, ok := m["models"]; ok {
-		if _, ok := v.(map[string]any); !ok {
-			p.add("models", "must be a mapping (model: {reasoning: true})")
-			delete(m, "models")
 		}
 	}
 	if v, ok := m["backends"]; ok {
@@ -222,8 +224,17 @@ func isEnvName(s string) bool {
 // vanish without a trace.
 func unknownKeyWarnings(path string, m map[string]any) []string {
 	top := slices.Clone(fileOnlyKeys)
+	sections := map[string][]string{"appproxy": appProxyKeys} // section -> its keys
 	for _, s := range settings {
-		top = append(top, s.key)
+		section, key, nested := strings.Cut(s.key, ".")
+		if !nested {
+			top = append(top, s.key)
+			continue
+		}
+		if sections[section] == nil {
+			top = append(top, section)
+		}
+		sections[section] = append(sections[section], key)
 	}
 	var warns []string
 	warn := func(name, key string, known []string) {
@@ -238,14 +249,27 @@ func unknownKeyWarnings(path string, m map[string]any) []string {
 			warn(key, key, top)
 		}
 	}
-	if ap, ok := m["appproxy"].(map[string]any); ok {
-		for _, key := range sortedKeys(ap) {
-			if !slices.Contains(appProxyKeys, key) {
-				warn("appproxy."+key, key, appProxyKeys)
+	for _, section := range sortedKeys(m) {
+		known, ok := sections[section]
+		sub, isMap := m[section].(map[string]any)
+		if !ok || !isMap {
+			continue
+		}
+		for _, key := range sortedKeys(sub) {
+			if !slices.Contains(known, key) {
+				warn(section+"."+key, key, known)
 			}
 		}
 	}
-	modelWarnings(m, warn)
+	models, _ := m["models"].(map[string]any)
+	for _, model := range sortedKeys(models) {
+		entry, _ := models[model].(map[string]any)
+		for _, key := range sortedKeys(entry) {
+			if !slices.Contains(modelKeys, key) {
+				warn("models."+quotedName(model)+"."+key, key, modelKeys)
+			}
+		}
+	}
 	list, _ := m["backends"].([]any)
 	for i, e := range list {
 		be, _ := e.(map[string]any)

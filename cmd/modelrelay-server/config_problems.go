@@ -45,10 +45,13 @@ func (p *problems) err() error {
 // keyRank places a key's top-level name ("appproxy" for appproxy.api_secret, "backends" for
 // backends[1].url) in the settings table, then among the file-only sections.
 func keyRank(key string) int {
+	if i := slices.IndexFunc(settings, func(s setting) bool { return s.key == key }); i >= 0 {
+		return i // a setting of a section (cache.ttl)
+	}
 	if i := strings.IndexAny(key, ".["); i >= 0 {
 		key = key[:i]
 	}
-	if i := slices.IndexFunc(settings, func(s setting) bool { return s.key == key }); i >= 0 {
+	if i := slices.IndexFunc(settings, func(s setting) bool { return s.key == key || strings.HasPrefix(s.key, key+".") }); i >= 0 {
 		return i
 	}
 	if i := slices.Index(fileOnlyKeys, key); i >= 0 {

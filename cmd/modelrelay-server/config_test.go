@@ -94,6 +94,7 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 		PrefixCacheEntries:     16384,
 		PriorityAging:          10 * time.Second,
 		MaxClientPriority:      "high",
+		Cache:                  CacheConfig{TTL: 10 * time.Minute, MaxBytes: 256 << 20, Store: "memory"},
 		AppProxy: AppProxyConfig{
 			EventsEnabled:       true,
 			Authority:           host,
@@ -324,6 +325,11 @@ prefix_min_match: 0.5
 prefix_cache_entries: 4096
 priority_aging: 2.5
 max_client_priority: normal
+cache:
+  enabled: true
+  ttl: 1m
+models:
+  llama-3-70b: {cache: default}
 fallbacks:
   llama-3-70b: [llama-3-8b, gpt-4o-mini]
   llama-3.1-8b: gpt-4o-mini
@@ -357,6 +363,13 @@ prefix_cache_entries = 4096
 priority_aging = 2.5
 max_client_priority = "normal"
 
+[cache]
+enabled = true
+ttl = 60
+
+[models.llama-3-70b]
+cache = "default"
+
 [fallbacks]
 llama-3-70b = ["llama-3-8b", "gpt-4o-mini"]
 "llama-3.1-8b" = "gpt-4o-mini"
@@ -387,6 +400,8 @@ api_key = "sk-file-key"
 		WorkerGrace:      2 * time.Second, BreakerFailures: 3, BreakerCooldown: time.Second, BreakerMaxCooldown: 30 * time.Second,
 		SlowStart: time.Minute, Routing: "least_load", AffinityTTL: 90 * time.Second, AffinitySlack: ptr(0), PrefixMinMatch: 0.5,
 		PrefixCacheEntries: 4096, PriorityAging: 2500 * time.Millisecond, MaxClientPriority: "normal",
+		Cache:  CacheConfig{Enabled: true, TTL: time.Minute, MaxBytes: 256 << 20, Store: "memory"},
+		Models: map[string]ModelConfig{"llama-3-70b": {Cache: "default"}},
 		Fallbacks: map[string][]string{
 			"llama-3-70b":     {"llama-3-8b", "gpt-4o-mini"},
 			"llama-3.1-8b":    {"gpt-4o-mini"},
@@ -1387,4 +1402,21 @@ func environ(env map[string]string) []string {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// A model's entry marks it a reasoning model; an unknown key in it is warned about.
+func TestModelsReasoning(t *testing.T) {
+	cfg, warns := mustLoad(t, loadCase{file: "models:\n  \"gpt-oss-20b\": {reasoning: true, cache: default}\n  llama: {reasonning: true}\n"})
+	if m := cfg.Models["gpt-oss-20b"]; !m.Reasoning || m.Cache != "default" {
+		t.Errorf("gpt-oss-20b: %+v", m)
+	}
+	if cfg.Models["llama"].Reasoning {
+		t.Error("a misspelled key made llama a reasoning model")
+	}
+	if !strings.Contains(warns[0], `models.llama.reasonning`) || !strings.Contains(warns[0], `did you mean "reasoning"`) {
+		t.Errorf("warnings %q", warns)
+	}
+	if _, _, err := (loadCase{file: "models: {m: {reasoning: maybe}}\n"}).load(t); err == nil || !strings.Contains(err.Error(), "models.m.reasoning") {
+		t.Errorf("a reasoning that is no boolean: %v", err)
+	}
 }

@@ -93,6 +93,7 @@ func (c Config) validate(p *problems) {
 	}
 	c.validateScheduling(p)
 	c.validateKeys(p)
+	c.validateCache(p)
 	checkBackends(c.Backends, p)
 	validateFallbacks(c.Fallbacks, p)
 	c.AppProxy.validate(p)
@@ -117,6 +118,22 @@ func (c Config) validateKeys(p *problems) {
 		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 			p.add("database_url", "must be a postgres:// or postgresql:// URL")
 		}
+	}
+}
+
+// validateCache checks the response cache's settings; its store must be reachable only when
+// it is enabled.
+func (c Config) validateCache(p *problems) {
+	if c.Cache.TTL == 0 {
+		p.add("cache.ttl", "must be positive")
+	}
+	if c.Cache.MaxBytes < minCacheBytes {
+		p.add("cache.max_bytes", "must be at least %d (1 MiB), got %d", minCacheBytes, c.Cache.MaxBytes)
+	}
+	if !slices.Contains(cacheStores, c.Cache.Store) {
+		p.add("cache.store", "unknown store %q (want memory or redis)", c.Cache.Store)
+	} else if c.Cache.Enabled && c.Cache.Store == "redis" && c.RedisURL == "" {
+		p.add("cache.store", "redis needs redis_url")
 	}
 }
 
@@ -380,6 +397,17 @@ func (c Config) warnings(explicit map[string]bool) []string {
 	if a.HeartbeatPeriod >= coordinatorTimeout {
 		out = append(out, fmt.Sprintf("config: appproxy.heartbeat_period: %s is not below the coordinator's %s timeout; it will mark this worker LOST between heartbeats", a.HeartbeatPeriod, coordinatorTimeout))
 	}
+	if !c.Cache.Enabled {
+		var set []string
+		for _, model := range slices.Sorted(maps.Keys(c.Models)) {
+			if c.Models[model].Cache != "" {
+				set = append(set, "models."+quotedName(model)+".cache")
+			}
+		}
+		if len(set) > 0 {
+			out = append(out, fmt.Sprintf("config: %s set but cache.enabled is false; no answer is cached", strings.Join(set, ", ")))
+		}
+	}
 	if !a.Enabled {
 		var set []string
 		for _, key := range appProxyKeys {
@@ -455,6 +483,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("prefix_cache_entries", c.PrefixCacheEntries),
 		slog.Duration("priority_aging", c.PriorityAging),
 		slog.String("max_client_priority", c.MaxClientPriority),
+		slog.String("cache", cacheShown(c.Cache)),
 		slog.Int("trusted_proxies", len(c.TrustedProxies)),
 		slog.String("trusted_origins", strings.Join(c.TrustedOrigins, ",")),
 		slog.String("config_file", c.ConfigFile),
@@ -475,6 +504,14 @@ func urlShown(raw string) string {
 		return "set"
 	}
 	return u.Scheme + "://" + u.Host + u.Path
+}
+
+// cacheShown is the response cache as logs show it: off, or its store, size and TTL.
+func cacheShown(c CacheConfig) string {
+	if !c.Enabled {
+		return "off"
+	}
+	return fmt.Sprintf("%s, %d bytes, ttl %s", c.Store, c.MaxBytes, c.TTL)
 }
 
 // slackShown is affinity_slack as logs show it: the number, or the rule that gives it.

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"modelrelay/relay"
+	"modelrelay/relay/cache"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/keys/postgres"
 	"modelrelay/relay/keys/redislimit"
@@ -148,6 +149,7 @@ func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options 
 		SlowStart:              slowStart,
 		Breaker:                breaker,
 		Scheduling:             scheduling,
+		Cache:                  relay.CacheOptions{TTL: cfg.Cache.TTL, MaxBytes: cfg.Cache.MaxBytes, Models: cacheModels(cfg.Models)},
 		RequireAPIKeys:         cfg.RequireAPIKeys,
 		Keys:                   relay.KeyOptions{Store: store, CacheTTL: cfg.KeyCacheTTL, MaxPending: cfg.UsageMaxPending},
 		AccessLog:              cfg.AccessLog,
@@ -155,6 +157,17 @@ func relayOptions(cfg Config, log *slog.Logger, store keys.Store) relay.Options 
 		Logger:                 log,
 		Timings:                relay.Timings{HealthInterval: cfg.AppProxy.HealthCheckInterval},
 	}
+}
+
+// cacheModels are the models configured to use the response cache by default, or never.
+func cacheModels(models map[string]ModelConfig) map[string]string {
+	out := map[string]string{}
+	for name, m := range models {
+		if m.Cache != "" {
+			out[name] = m.Cache
+		}
+	}
+	return out
 }
 
 func bodyLimits(cfg Config) relay.BodyLimits {
@@ -183,13 +196,21 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer demoModel.stop() // deferred: it outlives the relay's drain
 	}
 	opts := relayOptions(cfg, log, store)
+	var rdb *redis.Client
 	if cfg.RedisURL != "" {
 		rdbOpts, _ := redis.ParseURL(cfg.RedisURL) // validated with the config
-		rdb := redis.NewClient(rdbOpts)
+		rdb = redis.NewClient(rdbOpts)
 		defer rdb.Close()
 		opts.Keys.Budget = redislimit.New(rdb, log)
 		opts.Responses = responses.NewRedis(rdb, "modelrelay:responses:", cfg.ResponsesTTL)
 		log.Info("client key limits and stored responses shared through Redis", "redis", urlShown(cfg.RedisURL))
+	}
+	if cfg.Cache.Enabled {
+		opts.Cache.Store = cache.NewMemory(cfg.Cache.MaxBytes)
+		if cfg.Cache.Store == "redis" { // validated: redis_url is set
+			opts.Cache.Store = cache.NewRedis(rdb, log)
+		}
+		log.Info("response cache on", "cache", cacheShown(cfg.Cache))
 	}
 	srv, err := relay.New(opts)
 	if err != nil {

@@ -106,6 +106,20 @@ Scheduling:
                                  this class (a key's own max_priority caps keyed requests)
                                  env MODELRELAY_MAX_CLIENT_PRIORITY, default high
 
+Response cache (file: the cache: section; used only by requests that send
+x-modelrelay-cache: use or refresh, or whose key or model is set to cache: default):
+  --cache-enabled                keep whole successful answers and serve identical
+                                 requests of the same tenant from them
+                                 env MODELRELAY_CACHE_ENABLED, default false
+  --cache-ttl DURATION           how long an answer is served again
+                                 env MODELRELAY_CACHE_TTL, default 10m
+  --cache-max-bytes N            the cache's size (memory: all of it; one answer holds
+                                 at most a sixteenth of it, and 8 MiB)
+                                 env MODELRELAY_CACHE_MAX_BYTES, default 268435456
+  --cache-store STORE            memory (this process) or redis (--redis-url, shared by
+                                 every node)
+                                 env MODELRELAY_CACHE_STORE, default memory
+
 Limits:
   --max-body-bytes N             largest request body
                                  env MAX_BODY_BYTES, default 33554432 (32 MiB)
@@ -177,7 +191,8 @@ Config file:
 
 Static upstreams (the backends: list, each with an optional api_key for cloud
 endpoints), fallback chains (fallbacks: model: [alternate, ...]), what the relay
-should know of a model (models: model: {reasoning: true}) and AppProxy
+should know of a model (models: model: {cache: default or false, reasoning: true})
+and AppProxy
 worker mode (the appproxy: section) are set in the config file; every appproxy
 key can also be set from the environment as APPPROXY_<KEY>, for example
 APPPROXY_API_SECRET. See configs/standalone.yaml and configs/appproxy.yaml for

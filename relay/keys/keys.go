@@ -49,7 +49,16 @@ type Limits struct {
 	Priority      string    // the default priority class of its requests ("" = normal)
 	MaxPriority   string    // the highest class its requests may ask for ("" = Priority, else normal)
 	ExpiresAt     time.Time // zero: never
+	// Cache is how its requests use the response cache: CacheDefault, CacheOff, or "" (only
+	// those that ask for it).
+	Cache string
 }
+
+// A key's Cache: its requests use the response cache unless they say otherwise, or never.
+const (
+	CacheDefault = "default"
+	CacheOff     = "off"
+)
 
 // Patch changes some of a key's limits; nil fields stay as they are. A zero ExpiresAt clears
 // the expiry, an empty AllowedModels allows every model, a zero limit lifts it.
@@ -60,6 +69,7 @@ type Patch struct {
 	Priority      *string
 	MaxPriority   *string
 	ExpiresAt     *time.Time
+	Cache         *string
 }
 
 // Apply returns l changed by p.
@@ -81,6 +91,9 @@ func (p Patch) Apply(l Limits) Limits {
 	}
 	if p.ExpiresAt != nil {
 		l.ExpiresAt = *p.ExpiresAt
+	}
+	if p.Cache != nil {
+		l.Cache = *p.Cache
 	}
 	return l
 }

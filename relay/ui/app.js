@@ -232,6 +232,7 @@
     if (k.allowed_models && k.allowed_models.length > 0) parts.push(`models ${models(k.allowed_models)}`);
     if (k.priority !== null) parts.push(`priority ${k.priority}`);
     if (k.max_priority !== null) parts.push(`max priority ${k.max_priority}`);
+    if (k.cache) parts.push(`cache ${k.cache}`);
     if (k.expires_at !== null) parts.push(`expires ${new Date(k.expires_at).toLocaleString()}`);
     return parts.length > 0 ? parts.join('; ') : 'none';
   }

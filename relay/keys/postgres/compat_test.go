@@ -38,7 +38,7 @@ func TestRustDatabase(t *testing.T) {
 		!k.LastUsedAt.IsZero() {
 		t.Errorf("Find of the Rust key: %+v", k)
 	}
-	if len(k.AllowedModels) != 0 || k.RateLimitRPM != 0 || k.TokenLimitTPM != 0 || k.Priority != "" || k.MaxPriority != "" ||
+	if len(k.AllowedModels) != 0 || k.RateLimitRPM != 0 || k.TokenLimitTPM != 0 || k.Priority != "" || k.MaxPriority != "" || k.Cache != "" ||
 		!k.ExpiresAt.IsZero() {
 		t.Errorf("Rust key has limits: %+v", k.Limits)
 	}

@@ -14,7 +14,7 @@ import (
 // server made) has none.
 const selectKey = `SELECT k.id::text, k.name, k.prefix, k.created_at, k.last_used_at, k.revoked_at,
 	l.allowed_models, COALESCE(l.rate_limit_rpm, 0), COALESCE(l.token_limit_tpm, 0),
-	COALESCE(l.priority, ''), COALESCE(l.max_priority, ''), l.expires_at
+	COALESCE(l.priority, ''), COALESCE(l.max_priority, ''), l.expires_at, COALESCE(l.cache, '')
 FROM server_api_keys k LEFT JOIN modelrelay_key_limits l ON l.key_id = k.id`
 
 // scanKey reads one row of selectKey; NULL times become zero times, all times UTC.
@@ -25,7 +25,7 @@ func scanKey(row pgx.Row) (keys.Key, error) {
 		rpm, tpm                   int32
 	)
 	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &k.CreatedAt, &lastUsed, &revoked,
-		&k.AllowedModels, &rpm, &tpm, &k.Priority, &k.MaxPriority, &expires)
+		&k.AllowedModels, &rpm, &tpm, &k.Priority, &k.MaxPriority, &expires, &k.Cache)
 	if err != nil {
 		return keys.Key{}, err
 	}
@@ -52,7 +52,7 @@ func limitsArgs(l keys.Limits) []any {
 		models = l.AllowedModels
 	}
 	return []any{models, nullZero(l.RateLimitRPM), nullZero(l.TokenLimitTPM), nullZero(l.Priority), nullZero(l.MaxPriority),
-		nullTime(l.ExpiresAt)}
+		nullTime(l.ExpiresAt), nullZero(l.Cache)}
 }
 
 func nullZero[T comparable](v T) *T {
@@ -72,15 +72,16 @@ func nullTime(t time.Time) *time.Time {
 
 func noLimits(l keys.Limits) bool {
 	return len(l.AllowedModels) == 0 && l.RateLimitRPM == 0 && l.TokenLimitTPM == 0 &&
-		l.Priority == "" && l.MaxPriority == "" && l.ExpiresAt.IsZero()
+		l.Priority == "" && l.MaxPriority == "" && l.ExpiresAt.IsZero() && l.Cache == ""
 }
 
 const upsertLimits = `INSERT INTO modelrelay_key_limits
-	(key_id, allowed_models, rate_limit_rpm, token_limit_tpm, priority, max_priority, expires_at)
-VALUES ($1::uuid, $2, $3, $4, $5, $6, $7)
+	(key_id, allowed_models, rate_limit_rpm, token_limit_tpm, priority, max_priority, expires_at, cache)
+VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (key_id) DO UPDATE SET allowed_models = excluded.allowed_models,
 	rate_limit_rpm = excluded.rate_limit_rpm, token_limit_tpm = excluded.token_limit_tpm,
-	priority = excluded.priority, max_priority = excluded.max_priority, expires_at = excluded.expires_at`
+	priority = excluded.priority, max_priority = excluded.max_priority, expires_at = excluded.expires_at,
+	cache = excluded.cache`
 
 // Insert stores the key and its limits in one transaction; a key without limits gets no
 // limits row, like the Rust server's keys.

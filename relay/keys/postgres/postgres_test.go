@@ -64,8 +64,8 @@ func TestMigrationsIdempotent(t *testing.T) {
 	if err == nil {
 		versions, err = pgx.CollectRows(rows, pgx.RowTo[int32])
 	}
-	if err != nil || !slices.Equal(versions, []int32{1, 2, 3}) {
-		t.Errorf("applied migrations = %v, %v; want [1 2 3]", versions, err)
+	if err != nil || !slices.Equal(versions, []int32{1, 2, 3, 4}) {
+		t.Errorf("applied migrations = %v, %v; want [1 2 3 4]", versions, err)
 	}
 }
 

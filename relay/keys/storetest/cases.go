@@ -129,6 +129,7 @@ func testLimits(t *testing.T, s keys.Store) {
 		Priority:      "low",
 		MaxPriority:   "normal",
 		ExpiresAt:     expiry,
+		Cache:         keys.CacheDefault,
 	}
 	k, secret := newKey(t, s, "limited", l)
 	found, ok := find(t, s, secret)
@@ -168,6 +169,9 @@ func testUpdate(t *testing.T, s keys.Store) {
 	ceiling := "normal"
 	l.MaxPriority = ceiling
 	update("max priority", keys.Patch{MaxPriority: &ceiling}, l)
+	cache := keys.CacheOff
+	l.Cache = cache
+	update("cache", keys.Patch{Cache: &cache}, l)
 	if found, ok := find(t, s, secret); !ok {
 		t.Error("Find after Update: not found")
 	} else {
@@ -176,7 +180,7 @@ func testUpdate(t *testing.T, s keys.Store) {
 	update("nothing", keys.Patch{}, l)
 	zero, none, empty, never := 0, "", []string{}, time.Time{}
 	update("clear all", keys.Patch{AllowedModels: &empty, RateLimitRPM: &zero, TokenLimitTPM: &zero, Priority: &none,
-		MaxPriority: &none, ExpiresAt: &never}, keys.Limits{})
+		MaxPriority: &none, ExpiresAt: &never, Cache: &none}, keys.Limits{})
 	later := expiry.Add(48 * time.Hour)
 	update("expiry", keys.Patch{ExpiresAt: &later}, keys.Limits{ExpiresAt: later})
 	// A revoked key still exists: its limits can change, and it stays revoked.
@@ -225,6 +229,24 @@ func testMaxPriorityAlone(t *testing.T, s keys.Store) {
 	sameLimits(t, "Update to high", got.Limits, keys.Limits{MaxPriority: "high"})
 	none := ""
 	if got, ok, err = s.Update(context.Background(), k.ID, keys.Patch{MaxPriority: &none}); err != nil || !ok {
+		t.Fatalf("Update = %v, %v", ok, err)
+	}
+	sameLimits(t, "Update cleared", got.Limits, keys.Limits{})
+	sameLimits(t, "Get after the clear", get(t, s, k.ID).Limits, keys.Limits{})
+}
+
+// testCacheAlone stores a key whose only setting is its use of the response cache (in
+// PostgreSQL: a limits row that holds nothing else), then clears it.
+func testCacheAlone(t *testing.T, s keys.Store) {
+	k, secret := newKey(t, s, "cached", keys.Limits{Cache: keys.CacheDefault})
+	found, ok := find(t, s, secret)
+	if !ok {
+		t.Fatal("Find: not found")
+	}
+	sameLimits(t, "Find", found.Limits, keys.Limits{Cache: keys.CacheDefault})
+	none := ""
+	got, ok, err := s.Update(context.Background(), k.ID, keys.Patch{Cache: &none})
+	if err != nil || !ok {
 		t.Fatalf("Update = %v, %v", ok, err)
 	}
 	sameLimits(t, "Update cleared", got.Limits, keys.Limits{})

@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) keys.Store) {
 		{"UpdatePatch", testUpdate},
 		{"UpdateKeyWithoutLimits", testUpdateNoLimits},
 		{"MaxPriorityAlone", testMaxPriorityAlone},
+		{"CacheAlone", testCacheAlone},
 		{"RecordSums", testRecordSums},
 		{"LastUsedForward", testLastUsed},
 		{"UsageOrder", testUsageOrder},
@@ -123,9 +124,10 @@ func sameLimits(t *testing.T, what string, got, want keys.Limits) {
 		t.Errorf("%s: AllowedModels %q, want %q", what, got.AllowedModels, want.AllowedModels)
 	}
 	if got.RateLimitRPM != want.RateLimitRPM || got.TokenLimitTPM != want.TokenLimitTPM || got.Priority != want.Priority ||
-		got.MaxPriority != want.MaxPriority {
-		t.Errorf("%s: rpm %d tpm %d priority %q max priority %q, want %d %d %q %q", what, got.RateLimitRPM, got.TokenLimitTPM,
-			got.Priority, got.MaxPriority, want.RateLimitRPM, want.TokenLimitTPM, want.Priority, want.MaxPriority)
+		got.MaxPriority != want.MaxPriority || got.Cache != want.Cache {
+		t.Errorf("%s: rpm %d tpm %d priority %q max priority %q cache %q, want %d %d %q %q %q", what, got.RateLimitRPM,
+			got.TokenLimitTPM, got.Priority, got.MaxPriority, got.Cache, want.RateLimitRPM, want.TokenLimitTPM, want.Priority,
+			want.MaxPriority, want.Cache)
 	}
 	sameTime(t, what+" ExpiresAt", got.ExpiresAt, want.ExpiresAt)
 }
