@@ -622,7 +622,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 
 // WriteModels answers an OpenAI model list.
 func WriteModels(w http.ResponseWriter, models []string) {
-	writeJSON(w, http.StatusOK, protocol.NewModelList(models))
+	WriteJSON(w, http.StatusOK, protocol.NewModelList(models))
 }
 
 // Models returns the models the named pools serve, in registration order, de-duplicated.
@@ -648,7 +648,9 @@ func (s *Server) Models(pools ...string) []string {
 	return models
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers v as JSON with its length: how the relay's own routes, and the operator's
+// mounted beside them, answer.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		http.Error(w, "encode response", http.StatusInternalServerError)

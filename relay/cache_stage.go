@@ -236,20 +236,3 @@ func serveCached(out *answer, e *cache.Entry) {
 		}
 	}
 }
-
-// handleClearCache empties the response cache: DELETE /admin/cache, 204.
-func (s *Server) handleClearCache(w http.ResponseWriter, r *http.Request) {
-	if s.cache == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "the response cache is off (cache.enabled)"})
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
-	if err := s.cache.Store.Clear(ctx); err != nil {
-		s.log.Error("response cache not cleared", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "clear the response cache: " + err.Error()})
-		return
-	}
-	s.log.Info("response cache cleared")
-	w.WriteHeader(http.StatusNoContent)
-}

@@ -12,11 +12,13 @@ import (
 
 	"modelrelay/protocol"
 	"modelrelay/relay"
+	"modelrelay/relay/admin"
 )
 
 const secret = "s3cret"
 
-// startServer runs a real relay on a loopback listener.
+// startServer runs a real relay on a loopback listener, with the operator's surface mounted
+// as the server binary mounts it.
 func startServer(t *testing.T, opts relay.Options) (*relay.Server, *httptest.Server) {
 	t.Helper()
 	if opts.WorkerSecret == "" {
@@ -26,6 +28,7 @@ func startServer(t *testing.T, opts relay.Options) (*relay.Server, *httptest.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
+	admin.Mount(srv)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { srv.Close(); ts.Close() })
 	return srv, ts

@@ -31,6 +31,12 @@ func parsePriority(s string) (p priority, ok bool) {
 	return priorityNormal, false
 }
 
+// IsPriority reports whether name is a priority class: high, normal or low.
+func IsPriority(name string) bool {
+	_, ok := parsePriority(name)
+	return ok
+}
+
 // classLists are queued requests in queue order, one list per class.
 type classLists [classes]list.List
 

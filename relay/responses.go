@@ -173,7 +173,7 @@ func (s *Server) ServeStoredResponse(w http.ResponseWriter, r *http.Request, at 
 		writeError(w, Responses, errResponsesStoreDown)
 		return true
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+	WriteJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
 	return true
 }
 

@@ -19,7 +19,7 @@ func dialectErrors(d Dialect) errorShape {
 
 // plainErrors is the shape of the relay's own routes (admin, health, metrics): {"error": "..."}.
 func plainErrors(w http.ResponseWriter, status int, message string) {
-	writeJSON(w, status, map[string]string{"error": message})
+	WriteJSON(w, status, map[string]string{"error": message})
 }
 
 // routes mounts the relay's surface on a ServeMux. A path called with a method it does not take

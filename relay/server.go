@@ -1,7 +1,8 @@
 // Package relay is the ModelRelay core: pools of targets (relay workers that dial in over
 // WebSocket, HTTP upstreams the relay calls), a bounded priority queue per pool, the dispatcher,
 // and the OpenAI/Anthropic HTTP API in front of them. It knows nothing of Backend.AI: the
-// AppProxy mode drives it through SetUpstreamPool and RemovePool.
+// AppProxy mode drives it through SetUpstreamPool and RemovePool. The operator's surface (the
+// admin API, the status page) is package relay/admin, which adds its routes with Mount.
 package relay
 
 import (
@@ -19,7 +20,6 @@ import (
 	"modelrelay/relay/keys"
 	"modelrelay/relay/responses"
 	"modelrelay/relay/throttle"
-	"modelrelay/relay/ui"
 )
 
 // Options configure a Server. Zero values take the defaults of the relay contract.
@@ -205,9 +205,9 @@ type Server struct {
 	draining  atomic.Bool
 	notReady  atomic.Int32 // readiness holds outstanding
 
-	extraMu       sync.Mutex
-	extras        []healthExtra
-	circuitLister atomic.Pointer[func() any]
+	extraMu sync.Mutex
+	extras  []healthExtra
+	mounted []mountedRoute // the operator's surface (Mount)
 
 	hardStop context.Context // cancelled when the drain deadline passes
 	stop     context.CancelCauseFunc
@@ -467,7 +467,7 @@ func (s *Server) Close() {
 	s.upstreams.close()
 }
 
-// Handler serves the relay's own surface, with WholeAnswers.
+// Handler serves the relay's own surface and the routes given to Mount, with WholeAnswers.
 func (s *Server) Handler() http.Handler {
 	return WholeAnswers(s.surface())
 }
@@ -484,16 +484,15 @@ func (s *Server) surface() http.Handler {
 	rt.handle("GET /v1/worker/connect", http.HandlerFunc(s.handleConnect), plainErrors)
 	rt.handle("GET /health", http.HandlerFunc(s.handleHealth), plainErrors)
 	rt.handle("GET /livez", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, 200, map[string]string{"status": "ok"})
+		WriteJSON(w, 200, map[string]string{"status": "ok"})
 	}), plainErrors)
 	rt.handle("GET /readyz", http.HandlerFunc(s.handleReady), plainErrors)
 	rt.handle("GET /status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, 200, map[string]string{"api_version": "v2"})
+		WriteJSON(w, 200, map[string]string{"api_version": "v2"})
 	}), plainErrors)
 	rt.handle("GET /metrics", s.metrics.handler(), plainErrors)
-	page := ui.Handler() // the status page; static, its data comes from /admin with the operator's token
-	rt.handle("GET /ui", page, plainErrors)
-	rt.handle("GET /ui/", page, plainErrors)
-	s.adminRoutes(rt)
+	for _, m := range s.mounted {
+		rt.handle(m.pattern, m.handler, plainErrors)
+	}
 	return rt.handler()
 }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -56,15 +57,16 @@ func (p *Pool) view() poolView {
 	return v
 }
 
-// poolStatus is one pool in /health and /admin/stats.
-type poolStatus struct {
+// PoolStatus is one pool in /health and /admin/stats.
+type PoolStatus struct {
 	Queued          int            `json:"queued"`
 	EstimatedWaitMS int64          `json:"estimated_wait_ms"`
 	MeanServiceMS   int64          `json:"mean_service_ms"`
-	Targets         []targetStatus `json:"targets"`
+	Targets         []TargetStatus `json:"targets"`
 }
 
-type targetStatus struct {
+// TargetStatus is one target of a PoolStatus.
+type TargetStatus struct {
 	ID       string `json:"id"`
 	Kind     string `json:"kind"`
 	Healthy  bool   `json:"healthy"`
@@ -72,19 +74,33 @@ type targetStatus struct {
 	Breaker  string `json:"breaker,omitempty"`
 }
 
-// poolStatuses reports every pool's queue, estimated wait and targets' health.
-func (s *Server) poolStatuses() map[string]poolStatus {
-	out := map[string]poolStatus{}
+// Status is the process's state as /health and /admin/stats report it.
+type Status struct {
+	Pools    map[string]PoolStatus // every pool's queue, estimated wait and targets' health
+	Draining bool                  // SIGTERM came: new inference requests get 503
+	Uptime   time.Duration
+	Extras   map[string]any // the objects given to SetHealthExtra, by name
+}
+
+// Status takes one snapshot of every pool, with what SetHealthExtra added.
+func (s *Server) Status() Status {
+	st := Status{Pools: map[string]PoolStatus{}, Draining: s.draining.Load(), Uptime: time.Since(s.started),
+		Extras: map[string]any{}}
 	s.eachPool(func(name string, p *Pool) {
 		v := p.view()
-		ps := poolStatus{Queued: v.queued, EstimatedWaitMS: v.wait.Milliseconds(), MeanServiceMS: v.meanService.Milliseconds(),
-			Targets: make([]targetStatus, 0, len(v.members))}
+		ps := PoolStatus{Queued: v.queued, EstimatedWaitMS: v.wait.Milliseconds(), MeanServiceMS: v.meanService.Milliseconds(),
+			Targets: make([]TargetStatus, 0, len(v.members))}
 		for _, m := range v.members {
-			ps.Targets = append(ps.Targets, targetStatus{ID: m.ID, Kind: m.Kind, Healthy: m.Healthy, InFlight: m.InFlight, Breaker: m.Breaker})
+			ps.Targets = append(ps.Targets, TargetStatus{ID: m.ID, Kind: m.Kind, Healthy: m.Healthy, InFlight: m.InFlight, Breaker: m.Breaker})
 		}
-		out[name] = ps
+		st.Pools[name] = ps
 	})
-	return out
+	s.extraMu.Lock()
+	defer s.extraMu.Unlock()
+	for _, e := range s.extras {
+		st.Extras[e.key] = e.value()
+	}
+	return st
 }
 
 // PoolMembers returns a snapshot of a pool's targets (nil for an unknown pool).
@@ -106,8 +122,8 @@ type healthWorker struct {
 	Suspect       bool     `json:"suspect"`
 }
 
-// SetHealthExtra adds a named object to /health and /admin/stats (AppProxy mode reports its
-// coordinator state).
+// SetHealthExtra adds a named object to Status, so to /health and /admin/stats (AppProxy mode
+// reports its coordinator state).
 func (s *Server) SetHealthExtra(key string, value func() any) {
 	s.extraMu.Lock()
 	defer s.extraMu.Unlock()
@@ -119,54 +135,49 @@ type healthExtra struct {
 	value func() any
 }
 
-// workerView is a relay worker with the provider it joined.
-type workerView struct {
-	provider string
+// WorkerView is a connected relay worker with the provider it joined.
+type WorkerView struct {
+	Provider string
 	MemberView
 }
 
-// relayWorkers returns every connected relay worker, ordered by id, and the total queue depth.
-func (s *Server) relayWorkers() (workers []workerView, queued int) {
+// Workers returns every connected relay worker, ordered by id (worker-2 before worker-10).
+func (s *Server) Workers() []WorkerView {
+	var workers []WorkerView
 	s.eachPool(func(name string, p *Pool) {
-		v := p.view()
-		queued += v.queued
-		for _, m := range v.members {
+		for _, m := range p.view().members {
 			if m.Kind == "worker" {
-				workers = append(workers, workerView{name, m})
+				workers = append(workers, WorkerView{name, m})
 			}
 		}
 	})
-	slices.SortFunc(workers, func(a, b workerView) int { return compareWorkerIDs(a.ID, b.ID) })
-	return workers, queued
+	slices.SortFunc(workers, func(a, b WorkerView) int { return compareWorkerIDs(a.ID, b.ID) })
+	return workers
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	views, queued := s.relayWorkers()
+	views := s.Workers()
 	workers := make([]healthWorker, 0, len(views))
 	for _, m := range views {
-		workers = append(workers, healthWorker{ID: m.ID, Provider: m.provider, Models: m.Models,
+		workers = append(workers, healthWorker{ID: m.ID, Provider: m.Provider, Models: m.Models,
 			InFlight: m.InFlight, MaxConcurrent: m.MaxConcurrent, IsDraining: m.Draining, Suspect: m.Suspect})
+	}
+	st := s.Status()
+	queued := 0
+	for _, p := range st.Pools {
+		queued += p.Queued
 	}
 	body := map[string]any{
 		"status":            "ok",
 		"version":           s.opts.Version,
 		"workers_connected": len(workers),
 		"queue_depth":       queued,
-		"uptime_secs":       time.Since(s.started).Seconds(),
+		"uptime_secs":       st.Uptime.Seconds(),
 		"workers":           workers,
-		"pools":             s.poolStatuses(),
+		"pools":             st.Pools,
 	}
-	s.addExtras(body)
-	writeJSON(w, http.StatusOK, body)
-}
-
-// addExtras puts the objects given to SetHealthExtra into a /health or /admin/stats body.
-func (s *Server) addExtras(body map[string]any) {
-	s.extraMu.Lock()
-	defer s.extraMu.Unlock()
-	for _, e := range s.extras {
-		body[e.key] = e.value()
-	}
+	maps.Copy(body, st.Extras)
+	WriteJSON(w, http.StatusOK, body)
 }
 
 // compareWorkerIDs orders worker-<n> ids numerically (worker-2 before worker-10).
@@ -186,10 +197,10 @@ func compareWorkerIDs(a, b string) int {
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	switch {
 	case s.draining.Load():
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 	case s.notReady.Load() > 0:
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
 	default:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"modelrelay/relay"
+	"modelrelay/relay/admin"
 	"modelrelay/relay/cache"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/keys/postgres"
@@ -216,10 +217,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	ops := admin.Mount(srv) // the operator's routes and /ui, beside the relay's own
 	handler := srv.Handler()
 	var mode *workerMode
 	if cfg.AppProxy.Enabled {
-		if mode, err = newWorkerMode(cfg, log, srv); err != nil {
+		if mode, err = newWorkerMode(cfg, log, srv, ops); err != nil {
 			return err
 		}
 		handler = relay.WholeAnswers(mode.front) // the front answers refusals of its own

@@ -17,6 +17,7 @@ import (
 	"modelrelay/protocol"
 	"modelrelay/reconcile"
 	"modelrelay/relay"
+	"modelrelay/relay/admin"
 )
 
 // workerMode is the Backend.AI AppProxy side of the process: the coordinator conversation
@@ -29,7 +30,8 @@ type workerMode struct {
 	clients []*redis.Client
 }
 
-func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode, error) {
+// newWorkerMode builds the AppProxy side of srv; ops lists its circuits in /admin/circuits.
+func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server, ops *admin.Surface) (*workerMode, error) {
 	ap := cfg.AppProxy
 	log = log.With("mode", "appproxy")
 	// go-redis reports each failed dial itself; the subscriber already says what matters.
@@ -87,7 +89,7 @@ func newWorkerMode(cfg Config, log *slog.Logger, srv *relay.Server) (*workerMode
 	verifier.RequireExp = ap.RequireTokenExp
 	m.front = newFront(srv, router, m.applier, verifier, cfg.TrustedProxies)
 	srv.SetHealthExtra("appproxy", func() any { return m.worker.Status() })
-	srv.SetCircuitLister(func() any { return m.applier.Circuits() })
+	ops.SetCircuitLister(func() any { return m.applier.Circuits() })
 	srv.Registry().MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "modelrelay_appproxy_circuits", Help: "Circuits assigned to this worker."},
 			func() float64 { return float64(m.worker.Status().Circuits) }),

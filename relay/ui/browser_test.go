@@ -23,6 +23,7 @@ import (
 	"modelrelay/protocol"
 	"modelrelay/reconcile"
 	"modelrelay/relay"
+	"modelrelay/relay/admin"
 )
 
 // The status page in a real headless Chromium against a real relay on loopback: sign-in
@@ -221,8 +222,9 @@ func (p *page) screenshot(name string) {
 	p.t.Logf("screenshot: %s", path)
 }
 
-// startRelay serves a relay on loopback with its background loops running.
-func startRelay(t *testing.T, opts relay.Options) (*relay.Server, *httptest.Server) {
+// startRelay serves a relay on loopback with its background loops running and the operator's
+// surface (this page, the admin API) mounted.
+func startRelay(t *testing.T, opts relay.Options) (*relay.Server, *admin.Surface, *httptest.Server) {
 	t.Helper()
 	opts.Timings = relay.Timings{HeartbeatInterval: time.Hour, HeartbeatTimeout: time.Hour,
 		AuthFailureStep: 10 * time.Millisecond, KeepKnown: time.Hour}
@@ -233,6 +235,7 @@ func startRelay(t *testing.T, opts relay.Options) (*relay.Server, *httptest.Serv
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Run(ctx) }()
+	ops := admin.Mount(srv)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ts.Close()
@@ -240,7 +243,7 @@ func startRelay(t *testing.T, opts relay.Options) (*relay.Server, *httptest.Serv
 		cancel()
 		<-done
 	})
-	return srv, ts
+	return srv, ops, ts
 }
 
 // fakeUpstream is a static backend: every chat completion answers "hello" and uses 5 input
@@ -336,10 +339,10 @@ func wantCells(t *testing.T, what string, got []string, want ...string) {
 func TestStatusPageFollowsTheRelay(t *testing.T) {
 	browser := newBrowser(t)
 	upstream := fakeUpstream(t)
-	srv, ts := startRelay(t, relay.Options{AdminToken: adminToken, WorkerSecret: workerSecret, RequireAPIKeys: true,
+	srv, ops, ts := startRelay(t, relay.Options{AdminToken: adminToken, WorkerSecret: workerSecret, RequireAPIKeys: true,
 		Backends: []relay.Backend{{Name: "fake-upstream", URL: upstream.URL, Models: []string{"static-model"}}}})
 	// A circuit as AppProxy mode lists it, its routes the local pool's live targets.
-	srv.SetCircuitLister(func() any {
+	ops.SetCircuitLister(func() any {
 		return []reconcile.CircuitView{{ID: "circuit-1", Subdomain: "chat.apps.example", Models: []string{"static-model"},
 			Public: true, Routes: srv.PoolMembers("local")}}
 	})
@@ -416,7 +419,7 @@ func TestStatusPageFollowsTheRelay(t *testing.T) {
 // priority ceiling shows among its limits.
 func TestStatusPageKeysNotRequired(t *testing.T) {
 	browser := newBrowser(t)
-	_, ts := startRelay(t, relay.Options{AdminToken: adminToken, WorkerSecret: workerSecret})
+	_, _, ts := startRelay(t, relay.Options{AdminToken: adminToken, WorkerSecret: workerSecret})
 	var key struct{ ID, Prefix, Warning string }
 	if err := json.Unmarshal(call(t, http.MethodPost, ts.URL+"/admin/keys", adminToken,
 		`{"name":"optional-key","priority":"low","max_priority":"normal"}`), &key); err != nil {
@@ -440,7 +443,7 @@ func TestStatusPageKeysNotRequired(t *testing.T) {
 // With no admin token configured there is nothing to sign in with: the page says so.
 func TestStatusPageAdminDisabled(t *testing.T) {
 	browser := newBrowser(t)
-	_, ts := startRelay(t, relay.Options{WorkerSecret: workerSecret})
+	_, _, ts := startRelay(t, relay.Options{WorkerSecret: workerSecret})
 	p := openPage(t, browser, ts.URL+"/ui/")
 	p.signIn("anything")
 	p.waitFor("that the admin API is disabled",

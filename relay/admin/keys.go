@@ -1,4 +1,4 @@
-package relay
+package admin
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"modelrelay/relay"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/rawjson"
 )
@@ -16,12 +17,12 @@ import (
 // shapes), with our limits as optional fields of the same objects, PATCH to change them, and
 // each key's usage.
 
-func (s *Server) keyRoutes(rt *routes) {
-	rt.handle("GET /admin/keys", s.admin(s.handleListKeys), plainErrors)
-	rt.handle("POST /admin/keys", s.admin(s.handleCreateKey), plainErrors)
-	rt.handle("DELETE /admin/keys/{id}", s.admin(s.handleRevokeKey), plainErrors)
-	rt.handle("PATCH /admin/keys/{id}", s.admin(s.handlePatchKey), plainErrors)
-	rt.handle("GET /admin/keys/{id}/usage", s.admin(s.handleKeyUsage), plainErrors)
+func (s *Surface) keyRoutes() {
+	s.relay.Mount("GET /admin/keys", s.admin(s.handleListKeys))
+	s.relay.Mount("POST /admin/keys", s.admin(s.handleCreateKey))
+	s.relay.Mount("DELETE /admin/keys/{id}", s.admin(s.handleRevokeKey))
+	s.relay.Mount("PATCH /admin/keys/{id}", s.admin(s.handlePatchKey))
+	s.relay.Mount("GET /admin/keys/{id}/usage", s.admin(s.handleKeyUsage))
 }
 
 // keyView is a key as the admin API shows it: the Rust server's fields (times in Unix
@@ -143,8 +144,7 @@ func (l keyLimits) patch() (keys.Patch, error) {
 		}
 		var name string
 		if !null(f.raw) {
-			err := json.Unmarshal(f.raw, &name)
-			if _, ok := parsePriority(name); err != nil || !ok {
+			if err := json.Unmarshal(f.raw, &name); err != nil || !relay.IsPriority(name) {
 				return p, fmt.Errorf("%s must be high, normal, low or null", f.name)
 			}
 		}
@@ -193,19 +193,19 @@ func readAdminBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		}
 	}
 	if why != "" {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": why})
+		fail(w, http.StatusBadRequest, why)
 		return false
 	}
 	return true
 }
 
 // storeFailed answers an admin call the key store could not serve: 500, as the Rust server.
-func (s *Server) storeFailed(w http.ResponseWriter, op string, err error) {
-	s.log.Error("key store failed", "op", op, "err", err)
-	writeJSON(w, http.StatusInternalServerError, map[string]string{"error": op + ": " + err.Error()})
+func (s *Surface) storeFailed(w http.ResponseWriter, op string, err error) {
+	s.opts.Logger.Error("key store failed", "op", op, "err", err)
+	fail(w, http.StatusInternalServerError, op+": "+err.Error())
 }
 
-func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
+func (s *Surface) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Name *string `json:"name"`
 		keyLimits
@@ -214,16 +214,16 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Name == nil || len(*body.Name) > maxKeyName {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("name is required (a string of at most %d bytes)", maxKeyName)})
+		fail(w, http.StatusBadRequest, fmt.Sprintf("name is required (a string of at most %d bytes)", maxKeyName))
 		return
 	}
 	p, err := body.patch()
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	secret, prefix := keys.NewSecret()
-	k, err := s.keys.Store().Insert(r.Context(), keys.Key{ID: keys.NewID(), Name: *body.Name, Prefix: prefix,
+	k, err := s.relay.Keys().Store().Insert(r.Context(), keys.Key{ID: keys.NewID(), Name: *body.Name, Prefix: prefix,
 		Limits: p.Apply(keys.Limits{})}, keys.HashOf(secret))
 	if err != nil {
 		s.storeFailed(w, "create key", err)
@@ -232,18 +232,18 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	v := viewOf(k)
 	v.Secret = secret
 	if s.opts.RequireAPIKeys {
-		s.log.Info("API key created", "key_id", k.ID, "name", k.Name, "prefix", k.Prefix)
+		s.opts.Logger.Info("API key created", "key_id", k.ID, "name", k.Name, "prefix", k.Prefix)
 	} else {
 		// An operator who creates a key may believe it now guards the relay: say it does not.
-		s.log.Warn("API key created while require_api_keys is off: requests that send it are checked, requests without a key are still served",
+		s.opts.Logger.Warn("API key created while require_api_keys is off: requests that send it are checked, requests without a key are still served",
 			"key_id", k.ID, "name", k.Name, "prefix", k.Prefix)
 		v.Warning = keysOptional
 	}
-	writeJSON(w, http.StatusCreated, v)
+	relay.WriteJSON(w, http.StatusCreated, v)
 }
 
-func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
-	list, err := s.keys.Store().List(r.Context())
+func (s *Surface) handleListKeys(w http.ResponseWriter, r *http.Request) {
+	list, err := s.relay.Keys().Store().List(r.Context())
 	if err != nil {
 		s.storeFailed(w, "list keys", err)
 		return
@@ -256,45 +256,45 @@ func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
 	if !s.opts.RequireAPIKeys {
 		answer["warning"] = keysOptional // what /ui shows over the list
 	}
-	writeJSON(w, http.StatusOK, answer)
+	relay.WriteJSON(w, http.StatusOK, answer)
 }
 
-func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
+func (s *Surface) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	ok, err := s.keys.Store().Revoke(r.Context(), id)
+	ok, err := s.relay.Keys().Store().Revoke(r.Context(), id)
 	switch {
 	case err != nil:
 		s.storeFailed(w, "revoke key", err)
 	case !ok:
 		w.WriteHeader(http.StatusNotFound)
 	default:
-		s.keys.Forget(id)
-		s.log.Info("API key revoked", "key_id", id)
+		s.relay.Keys().Forget(id)
+		s.opts.Logger.Info("API key revoked", "key_id", id)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
-func (s *Server) handlePatchKey(w http.ResponseWriter, r *http.Request) {
+func (s *Surface) handlePatchKey(w http.ResponseWriter, r *http.Request) {
 	var body keyLimits
 	if !readAdminBody(w, r, &body) {
 		return
 	}
 	p, err := body.patch()
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	id := r.PathValue("id")
-	k, ok, err := s.keys.Store().Update(r.Context(), id, p)
+	k, ok, err := s.relay.Keys().Store().Update(r.Context(), id, p)
 	switch {
 	case err != nil:
 		s.storeFailed(w, "change key", err)
 	case !ok:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown key " + id})
+		fail(w, http.StatusNotFound, "unknown key "+id)
 	default:
-		s.keys.Forget(id)
-		s.log.Info("API key changed", "key_id", id)
-		writeJSON(w, http.StatusOK, viewOf(k))
+		s.relay.Keys().Forget(id)
+		s.opts.Logger.Info("API key changed", "key_id", id)
+		relay.WriteJSON(w, http.StatusOK, viewOf(k))
 	}
 }
 
@@ -308,12 +308,12 @@ type usageView struct {
 
 // handleKeyUsage answers a key's usage by UTC day and model. What this node has not written
 // yet is written first, so the answer includes it.
-func (s *Server) handleKeyUsage(w http.ResponseWriter, r *http.Request) {
+func (s *Surface) handleKeyUsage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	store := s.keys.Store()
+	store := s.relay.Keys().Store()
 	_, ok, err := store.Get(r.Context(), id)
 	if err == nil && ok {
-		s.ledger.Flush(r.Context()) // a failure leaves the rows pending; the read below says if the store is down
+		s.relay.Ledger().Flush(r.Context()) // a failure leaves the rows pending; the read below says if the store is down
 		var rows []keys.Usage
 		rows, err = store.Usage(r.Context(), id)
 		if err == nil {
@@ -321,7 +321,7 @@ func (s *Server) handleKeyUsage(w http.ResponseWriter, r *http.Request) {
 			for i, u := range rows {
 				out[i] = usageView{u.Day.Format(time.DateOnly), u.Model, u.Requests, u.InputTokens, u.OutputTokens}
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"key_id": id, "usage": out})
+			relay.WriteJSON(w, http.StatusOK, map[string]any{"key_id": id, "usage": out})
 			return
 		}
 	}
@@ -329,6 +329,6 @@ func (s *Server) handleKeyUsage(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.storeFailed(w, "read usage", err)
 	default:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown key " + id})
+		fail(w, http.StatusNotFound, "unknown key "+id)
 	}
 }
