@@ -89,7 +89,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("h1: %w", err)
 	}
-	cn := c.get(t.key)
+	cn := c.get(t.key, r.Replayable)
 	for attempt := 0; ; attempt++ {
 		if cn == nil {
 			if cn, err = c.dial(ctx, &t); err != nil {

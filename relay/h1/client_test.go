@@ -313,6 +313,41 @@ func TestClosedIdleConnectionSkipped(t *testing.T) {
 	}
 }
 
+// TestUnaskedBytesAfterLongIdle: a connection idle longer than recentIdle is peeked at even
+// for a request that could be sent again, so an upstream's unasked answer (a timeout notice
+// written while the connection sat idle) is never taken for the answer to the next request.
+// Within recentIdle only a request that cannot be sent again pays for the peek.
+func TestUnaskedBytesAfterLongIdle(t *testing.T) {
+	pooled, wrote := make(chan struct{}), make(chan struct{})
+	s := startServer(t, func(sc *serverConn) {
+		if sc.id > 1 {
+			fixed("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")(sc)
+			return
+		}
+		if req, _ := sc.next(); req != nil {
+			io.WriteString(sc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			<-pooled
+			io.WriteString(sc, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+		}
+		close(wrote)
+		sc.next()
+	})
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	c := Client{now: clock.get}
+	defer c.CloseIdle()
+	call(t, &c, get(s))
+	close(pooled)
+	<-wrote
+	waitDead(t, &c)
+	clock.advance(recentIdle)
+	if resp, body := call(t, &c, post(s, "x")); resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("%d %q: the unasked answer was taken for this one's", resp.StatusCode, body)
+	}
+	if a := s.accepted.Load(); a != 2 {
+		t.Fatalf("%d connections, want 2", a)
+	}
+}
+
 // waitDead waits until the client's one idle connection looks closed to the probe.
 func waitDead(t *testing.T, c *Client) {
 	t.Helper()
