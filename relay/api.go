@@ -448,7 +448,7 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *answer,
 				}
 				return err
 			}
-			s.metrics.queueWait.WithLabelValues(pool.name).Observe(waited.Seconds())
+			s.metrics.queued(pool.name, waited)
 			x.queued += waited
 		}
 		retry = nil
