@@ -47,13 +47,12 @@ func namesClient(name string) bool {
 // the address the relay vouches for (the TCP peer, or through trusted proxies only), the proto
 // is how it reached us, the host is the one it asked for.
 func forwardHeaders(h http.Header, r *http.Request, trusted []netip.Prefix) {
-	h["X-Forwarded-For"] = []string{peerIP(r, trusted)}
 	proto := "http"
 	if r.TLS != nil {
 		proto = "https"
 	}
-	h["X-Forwarded-Proto"] = []string{proto}
-	h["X-Forwarded-Host"] = []string{strings.ToLower(r.Host)}
+	v := []string{peerIP(r, trusted), proto, strings.ToLower(r.Host)} // one allocation for the three
+	h["X-Forwarded-For"], h["X-Forwarded-Proto"], h["X-Forwarded-Host"] = v[0:1:1], v[1:2:2], v[2:3:3]
 }
 
 // wireHeaders converts end-to-end headers to the relay protocol's form: lowercase names,
