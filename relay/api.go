@@ -200,7 +200,7 @@ func walk(asked string, chain []string) []string {
 }
 
 func (s *Server) bodyReader(w http.ResponseWriter, r *http.Request) *bodyReader {
-	return &bodyReader{r: r, rc: http.NewResponseController(w), limits: &s.opts.BodyLimits,
+	return &bodyReader{r: r, rc: *http.NewResponseController(w), limits: &s.opts.BodyLimits,
 		budget: s.bodyBudget, max: s.opts.MaxBodyBytes}
 }
 

@@ -174,15 +174,18 @@ func judge(status int, probing bool) outcome {
 // on a fresh connection when a pooled one turns out dead before any answer; a pass-through
 // body is streamed as it arrives.
 func (u *upstream) request(req *Request) *h1.Request {
-	target := *u.base
+	c := new(upstreamCall)
+	c.url = *u.base
 	path, query, _ := strings.Cut(req.Path, "?")
-	target.Path = u.base.Path + path
-	target.RawQuery = query
-	hreq := &h1.Request{Method: req.Method, URL: &target, Header: req.Header}
+	c.url.Path = u.base.Path + path
+	c.url.RawQuery = query
+	hreq := &c.req
+	*hreq = h1.Request{Method: req.Method, URL: &c.url, Header: req.Header}
 	if req.stream != nil {
 		hreq.Body, hreq.ContentLength = req.stream, req.streamLength
 	} else if len(req.Body) > 0 {
-		hreq.Body, hreq.ContentLength, hreq.Replayable = bytes.NewReader(req.Body), int64(len(req.Body)), true
+		c.body.Reset(req.Body)
+		hreq.Body, hreq.ContentLength, hreq.Replayable = &c.body, int64(len(req.Body)), true
 	} else {
 		hreq.Replayable = true
 	}
@@ -193,6 +196,14 @@ func (u *upstream) request(req *Request) *h1.Request {
 		hreq.Header = u.credentials(req)
 	}
 	return hreq
+}
+
+// upstreamCall is the memory of one upstream call in one allocation: the request, its URL and
+// its body's reader.
+type upstreamCall struct {
+	req  h1.Request
+	url  url.URL
+	body bytes.Reader
 }
 
 // credentials are the request's headers with the backend's own key in place of whatever the
