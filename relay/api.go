@@ -247,7 +247,6 @@ func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Requ
 		Host:     r.Host,
 		arrival:  arrival,
 		priority: priorityNormal,
-		handoff:  make(chan handoff, 1),
 	}
 }
 
