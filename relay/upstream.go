@@ -70,6 +70,7 @@ type upstream struct {
 	m          *member
 	pool       *Pool
 	base       *url.URL
+	basePath   string   // base's path, escaped: what the client's path is appended to
 	configured []string // models from the config; empty = discover
 	clientHost bool     // send the client's Host (circuit replicas), not the upstream's own
 	apiKey     string   // the backend's own credential (never logged)
@@ -89,7 +90,7 @@ func newUpstream(s *Server, b Backend, static bool) (*upstream, error) {
 	if id == "" {
 		id = base.Host
 	}
-	u := &upstream{srv: s, base: base, configured: b.Models, clientHost: !static, apiKey: b.APIKey}
+	u := &upstream{srv: s, base: base, basePath: base.EscapedPath(), configured: b.Models, clientHost: !static, apiKey: b.APIKey}
 	u.m = &member{id: id, name: id, kind: kindUpstream, seq: s.memberSeq.Add(1), target: u, speech: newSpeech(b.Dialects),
 		maxConcurrent: b.MaxConcurrent, weight: weight}
 	u.m.setModels(b.Models)
@@ -169,18 +170,14 @@ func judge(status int, probing bool) outcome {
 	return outcomeOK
 }
 
-// request builds the upstream call: the upstream's base URL plus the client's path and query,
-// the client's end-to-end headers, and the body: rewindable, so the client may send it again
-// on a fresh connection when a pooled one turns out dead before any answer; a pass-through
-// body is streamed as it arrives.
+// request builds the upstream call: the upstream's base URL with the client's path and query
+// appended as the client escaped them, the client's end-to-end headers, and the body:
+// rewindable, so the client may send it again on a fresh connection when a pooled one turns
+// out dead before any answer; a pass-through body is streamed as it arrives.
 func (u *upstream) request(req *Request) *h1.Request {
 	c := new(upstreamCall)
-	c.url = *u.base
-	path, query, _ := strings.Cut(req.Path, "?")
-	c.url.Path = u.base.Path + path
-	c.url.RawQuery = query
 	hreq := &c.req
-	*hreq = h1.Request{Method: req.Method, URL: &c.url, Header: req.Header}
+	*hreq = h1.Request{Method: req.Method, URL: u.base, Target: u.basePath + req.Path, Header: req.Header}
 	if req.stream != nil {
 		hreq.Body, hreq.ContentLength = req.stream, req.streamLength
 	} else if len(req.Body) > 0 {
@@ -198,11 +195,10 @@ func (u *upstream) request(req *Request) *h1.Request {
 	return hreq
 }
 
-// upstreamCall is the memory of one upstream call in one allocation: the request, its URL and
-// its body's reader.
+// upstreamCall is the memory of one upstream call in one allocation: the request and its
+// body's reader.
 type upstreamCall struct {
 	req  h1.Request
-	url  url.URL
 	body bytes.Reader
 }
 

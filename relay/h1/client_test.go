@@ -548,9 +548,15 @@ func TestRequestWriting(t *testing.T) {
 		h.Get("X-Host") != "tenant.example" || h.Get("X-Length") != "4" || h.Get("X-Chunked") != "false" {
 		t.Fatalf("server saw %v %q", h, body)
 	}
+	// A Target goes as given, escapes and all, in place of the URL's path and query.
+	if resp, _ := call(t, &c, &Request{URL: s.url, Target: "/v1/a%20b%2Fc?x=1%202"}); resp.Header.Get("X-Target") != "/v1/a%20b%2Fc?x=1%202" {
+		t.Fatalf("server saw target %q", resp.Header.Get("X-Target"))
+	}
 	// An empty POST says Content-Length: 0; a GET says nothing.
 	_, _ = call(t, &c, &Request{URL: s.url})
 	for _, bad := range []*Request{
+		{URL: s.url, Target: "/x HTTP/1.1\r\nInjected: 1"},
+		{URL: s.url, Target: "x"}, // neither origin-form nor "*"
 		{URL: s.url, Header: http.Header{"X-Split": {"a\r\nInjected: 1"}}},
 		{URL: s.url, Header: http.Header{"Bad Name": {"a"}}},
 		{URL: s.url, Method: "GET /x HTTP/1.1\r\n"},
@@ -562,8 +568,8 @@ func TestRequestWriting(t *testing.T) {
 			t.Fatalf("%+v: sent", bad)
 		}
 	}
-	if s.requests.Load() != 2 {
-		t.Fatalf("the server read %d requests, want the 2 valid ones", s.requests.Load())
+	if s.requests.Load() != 3 {
+		t.Fatalf("the server read %d requests, want the 3 valid ones", s.requests.Load())
 	}
 }
 

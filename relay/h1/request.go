@@ -25,6 +25,7 @@ type target struct {
 	url    *url.URL
 	method string
 	host   string // the Host field
+	path   string // the request target as given (Request.Target); "" = the URL's
 	length int64  // of the body; -1: unknown, sent chunked
 	inline bool   // the body is in memory and small: written by Do, no goroutine
 }
@@ -38,7 +39,7 @@ func resolve(r *Request) (target, error) {
 	if u == nil || u.Host == "" {
 		return target{}, errors.New("h1: request URL has no host")
 	}
-	t := target{url: u, method: r.Method, host: r.Host}
+	t := target{url: u, method: r.Method, host: r.Host, path: r.Target}
 	switch u.Scheme {
 	case "http":
 	case "https":
@@ -58,6 +59,9 @@ func resolve(r *Request) (target, error) {
 	}
 	if !isTargetText(t.host) {
 		return target{}, fmt.Errorf("h1: invalid Host %q", t.host)
+	}
+	if t.path != "" && (t.path[0] != '/' && t.path != "*" || !isTargetText(t.path)) {
+		return target{}, fmt.Errorf("h1: invalid request target %q", t.path)
 	}
 	if r.Replayable && r.Body != nil {
 		if _, ok := r.Body.(io.Seeker); !ok {
@@ -117,7 +121,9 @@ func writeHead(cn *conn, r *Request, t *target) error {
 	w := cn.bw
 	w.WriteString(t.method)
 	w.WriteByte(' ')
-	if err := writeRequestTarget(w, t.url); err != nil {
+	if t.path != "" {
+		w.WriteString(t.path)
+	} else if err := writeRequestTarget(w, t.url); err != nil {
 		return err
 	}
 	w.WriteString(" HTTP/1.1\r\nHost: ")
