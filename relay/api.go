@@ -149,7 +149,7 @@ var (
 // session key and prompt blocks, read from the client's body where its view says they lie.
 func (s *Server) wishes(req *Request, r *http.Request, body []byte, v *bodyView, key *keys.Key) error {
 	o := v.options
-	name := r.Header.Get("X-Modelrelay-Priority")
+	name := field(r.Header, "X-Modelrelay-Priority")
 	if o != nil {
 		req.maxLatency, req.prefer = o.maxLatency, o.preferGPU
 		if o.priority != "" {
@@ -180,7 +180,7 @@ func (s *Server) wishes(req *Request, r *http.Request, body []byte, v *bodyView,
 	ps := parsers.Get().(*prefix.Parser)
 	ps.ParseTop(body, &v.prompt, req.prompt)
 	parsers.Put(ps)
-	if key := r.Header.Get("X-Session-Id"); key != "" {
+	if key := field(r.Header, "X-Session-Id"); key != "" {
 		req.prompt.Session = key
 	}
 	return nil

@@ -19,9 +19,19 @@ func filterHeader(h http.Header) http.Header {
 	return out
 }
 
+// field is h.Get(name) for a name in canonical form, as every name the relay looks up is and
+// as net/http and relay/h1 store them: Get canonicalizes its argument on every call, which
+// cost more than the lookup (a request made eight such calls).
+func field(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // copyEndToEnd copies src's end-to-end headers into dst, except those skip names (nil: none).
 func copyEndToEnd(dst, src http.Header, skip func(name string) bool) {
-	listed := protocol.ConnectionListed(src.Values("Connection"))
+	listed := protocol.ConnectionListed(src["Connection"])
 	for name, values := range src {
 		if protocol.EndToEnd(name, listed) && (skip == nil || !skip(name)) {
 			dst[name] = values
