@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // staticAnswer is what the bench's fake model server answers a completion: about 1 KB of JSON
@@ -59,6 +60,7 @@ func staticUpstream(b *testing.B) string {
 
 func answerStatic(c net.Conn) {
 	defer c.Close()
+	answer := []byte(staticAnswer)
 	br := bufio.NewReaderSize(c, 16<<10)
 	for {
 		length := 0
@@ -77,11 +79,17 @@ func answerStatic(c net.Conn) {
 		if _, err := br.Discard(length); err != nil {
 			return
 		}
-		if _, err := c.Write([]byte(staticAnswer)); err != nil {
+		if _, err := c.Write(answer); err != nil {
 			return
 		}
 	}
 }
+
+// deadlineWriter takes read deadlines as net/http's writer does, so that the body is read as
+// on a real connection.
+type deadlineWriter struct{ discardWriter }
+
+func (*deadlineWriter) SetReadDeadline(time.Time) error { return nil }
 
 // BenchmarkStaticRequest is one request of bench-compare's static row (a completion to one
 // static backend, no keys, no options) through the relay's handler, in process: the client
@@ -97,7 +105,7 @@ func BenchmarkStaticRequest(b *testing.B) {
 	h := srv.Handler()
 	body := []byte(`{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":false}`)
 	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"wrk"}}
-	w := &discardWriter{h: make(http.Header)}
+	w := &deadlineWriter{discardWriter{h: make(http.Header)}}
 	ctx := context.Background()
 	var rd bytes.Reader
 	newRequest := func() *http.Request {
