@@ -284,8 +284,7 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 	defer s.inFlight.Add(-1)
 	ctx, cancel := context.WithCancelCause(clientCtx)
 	defer cancel(nil)
-	stopOnShutdown := context.AfterFunc(s.hardStop, func() { cancel(errShuttingDown) })
-	defer stopOnShutdown()
+	defer s.serving.remove(s.serving.add(cancel))
 	if s.opts.RequestTimeout > 0 {
 		t := time.AfterFunc(time.Until(req.arrival.Add(s.opts.RequestTimeout)), func() {
 			if out.expire() {
