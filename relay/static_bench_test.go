@@ -97,7 +97,9 @@ func (*deadlineWriter) SetReadDeadline(time.Time) error { return nil }
 // server that allocates nothing. allocs/op is what the relay's own stages cost a request,
 // beside the request the benchmark makes (an http.Request and its body reader).
 func BenchmarkStaticRequest(b *testing.B) {
-	srv, err := New(Options{Backends: []Backend{{Name: "fake", URL: staticUpstream(b), Models: []string{"bench"}}}})
+	// The server's default request timeout: a timer per request, as modelrelay-server runs.
+	srv, err := New(Options{RequestTimeout: 300 * time.Second,
+		Backends: []Backend{{Name: "fake", URL: staticUpstream(b), Models: []string{"bench"}}}})
 	if err != nil {
 		b.Fatal(err)
 	}
