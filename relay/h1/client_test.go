@@ -552,6 +552,11 @@ func TestRequestWriting(t *testing.T) {
 	if resp, _ := call(t, &c, &Request{URL: s.url, Target: "/v1/a%20b%2Fc?x=1%202"}); resp.Header.Get("X-Target") != "/v1/a%20b%2Fc?x=1%202" {
 		t.Fatalf("server saw target %q", resp.Header.Get("X-Target"))
 	}
+	// A head larger than the connection's write buffer goes out whole.
+	big := &Request{URL: s.url, Header: http.Header{"X-Big": {strings.Repeat("b", 6000)}}}
+	if resp, _ := call(t, &c, big); resp.StatusCode != 200 {
+		t.Fatalf("a 6 KB head: status %d", resp.StatusCode)
+	}
 	// An empty POST says Content-Length: 0; a GET says nothing.
 	_, _ = call(t, &c, &Request{URL: s.url})
 	for _, bad := range []*Request{
@@ -568,8 +573,8 @@ func TestRequestWriting(t *testing.T) {
 			t.Fatalf("%+v: sent", bad)
 		}
 	}
-	if s.requests.Load() != 3 {
-		t.Fatalf("the server read %d requests, want the 3 valid ones", s.requests.Load())
+	if s.requests.Load() != 4 {
+		t.Fatalf("the server read %d requests, want the 4 valid ones", s.requests.Load())
 	}
 }
 
