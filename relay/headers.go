@@ -42,6 +42,14 @@ func copyEndToEnd(dst, src http.Header, skip func(name string) bool) {
 // namesClient reports whether a request header claims who the client is or how it connected.
 // A client can write any of them, so none reaches a target as the client sent it.
 func namesClient(name string) bool {
+	if name == "" {
+		return false
+	}
+	switch name[0] | 0x20 { // every name below begins with f, t or x: most names are none of them
+	case 'f', 't', 'x':
+	default:
+		return false
+	}
 	if len(name) > 12 && strings.EqualFold(name[:12], "x-forwarded-") {
 		return true
 	}
