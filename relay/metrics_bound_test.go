@@ -11,7 +11,8 @@ func TestBoundSeries(t *testing.T) {
 	asked := map[string]int{}
 	var b bound[string, string]
 	b.bind = func(l string) string { asked[l]++; return "series " + l }
-	if b.get("a") != "series a" || b.get("a") != "series a" || asked["a"] != 1 {
+	first, again := b.get("a"), b.get("a")
+	if first != "series a" || again != "series a" || asked["a"] != 1 {
 		t.Fatalf("label set a asked of the vector %d times, want once", asked["a"])
 	}
 	if len(asked) != 1 {
