@@ -25,6 +25,9 @@ type genAI struct {
 	ttft     *prometheus.HistogramVec // gen_ai.server.time_to_first_token
 	tpot     *prometheus.HistogramVec // gen_ai.server.time_per_output_token
 	duration *prometheus.HistogramVec // gen_ai.server.request.duration
+	// Their series, bound once per operation, model label (and token type).
+	tokensBy                   bound[[3]string, prometheus.Observer]
+	ttftBy, tpotBy, durationBy bound[[2]string, prometheus.Observer]
 }
 
 // The conventions' advisory bucket boundaries.
@@ -55,6 +58,10 @@ func newGenAI(reg prometheus.Registerer) *genAI {
 		}, labels),
 	}
 	reg.MustRegister(g.tokens, g.ttft, g.tpot, g.duration)
+	g.tokensBy.bind = func(l [3]string) prometheus.Observer { return g.tokens.WithLabelValues(l[:]...) }
+	g.ttftBy.bind = func(l [2]string) prometheus.Observer { return g.ttft.WithLabelValues(l[:]...) }
+	g.tpotBy.bind = func(l [2]string) prometheus.Observer { return g.tpot.WithLabelValues(l[:]...) }
+	g.durationBy.bind = func(l [2]string) prometheus.Observer { return g.duration.WithLabelValues(l[:]...) }
 	return g
 }
 
@@ -112,17 +119,17 @@ func (s *Server) account(ctx context.Context, req *Request, key *keys.Key, asked
 		s.budget.Charge(context.WithoutCancel(ctx), key.ID, key.Limits, used.Input+used.Output, now)
 		s.ledger.Add(key.ID, out.where.served, used.Input, used.Output, now)
 	}
-	model := s.poolConf.names.label(asked)
+	g, labels := s.metrics.genAI, [2]string{op, s.poolConf.names.label(asked)}
 	if used.Seen {
-		s.metrics.genAI.tokens.WithLabelValues(op, model, "input").Observe(float64(used.Input))
-		s.metrics.genAI.tokens.WithLabelValues(op, model, "output").Observe(float64(used.Output))
+		g.tokensBy.get([3]string{labels[0], labels[1], "input"}).Observe(float64(used.Input))
+		g.tokensBy.get([3]string{labels[0], labels[1], "output"}).Observe(float64(used.Output))
 	}
 	took := now.Sub(req.arrival)
-	s.metrics.genAI.duration.WithLabelValues(op, model).Observe(took.Seconds())
+	g.durationBy.get(labels).Observe(took.Seconds())
 	if ttfb := out.commit.ttfb; req.Streaming && ttfb > 0 {
-		s.metrics.genAI.ttft.WithLabelValues(op, model).Observe(ttfb.Seconds())
+		g.ttftBy.get(labels).Observe(ttfb.Seconds())
 		if used.Output > 1 {
-			s.metrics.genAI.tpot.WithLabelValues(op, model).Observe((took - ttfb).Seconds() / float64(used.Output-1))
+			g.tpotBy.get(labels).Observe((took - ttfb).Seconds() / float64(used.Output-1))
 		}
 	}
 }

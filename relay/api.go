@@ -166,7 +166,7 @@ var (
 // session key and prompt blocks, read from the client's body where its view says they lie.
 func (s *Server) wishes(req *Request, r *http.Request, body []byte, v *bodyView, key *keys.Key) error {
 	o := v.options
-	name := r.Header.Get("X-Modelrelay-Priority")
+	name := field(r.Header, "X-Modelrelay-Priority")
 	if o != nil {
 		req.maxLatency, req.prefer = o.maxLatency, o.preferGPU
 		if o.priority != "" {
@@ -197,7 +197,7 @@ func (s *Server) wishes(req *Request, r *http.Request, body []byte, v *bodyView,
 	ps := parsers.Get().(*prefix.Parser)
 	ps.ParseTop(body, &v.prompt, req.prompt)
 	parsers.Put(ps)
-	if key := r.Header.Get("X-Session-Id"); key != "" {
+	if key := field(r.Header, "X-Session-Id"); key != "" {
 		req.prompt.Session = key
 	}
 	return nil
@@ -217,7 +217,7 @@ func walk(asked string, chain []string) []string {
 }
 
 func (s *Server) bodyReader(w http.ResponseWriter, r *http.Request) *bodyReader {
-	return &bodyReader{r: r, rc: http.NewResponseController(w), limits: &s.opts.BodyLimits,
+	return &bodyReader{r: r, rc: *http.NewResponseController(w), limits: &s.opts.BodyLimits,
 		budget: s.bodyBudget, max: s.opts.MaxBodyBytes}
 }
 
@@ -264,7 +264,6 @@ func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Requ
 		Host:     r.Host,
 		arrival:  arrival,
 		priority: priorityNormal,
-		handoff:  make(chan handoff, 1),
 	}
 }
 
@@ -302,8 +301,7 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 	defer s.inFlight.Add(-1)
 	ctx, cancel := context.WithCancelCause(clientCtx)
 	defer cancel(nil)
-	stopOnShutdown := context.AfterFunc(s.hardStop, func() { cancel(errShuttingDown) })
-	defer stopOnShutdown()
+	defer s.serving.remove(s.serving.add(cancel))
 	if s.opts.RequestTimeout > 0 {
 		t := time.AfterFunc(time.Until(req.arrival.Add(s.opts.RequestTimeout)), func() {
 			if out.expire() {
@@ -465,7 +463,7 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *answer,
 				}
 				return err
 			}
-			s.metrics.queueWait.WithLabelValues(pool.name).Observe(waited.Seconds())
+			s.metrics.queued(pool.name, waited)
 			x.queued += waited
 		}
 		retry = nil

@@ -26,14 +26,8 @@ var errKeyStoreDown = &relayError{status: http.StatusServiceUnavailable,
 // reads it). A relay key ("mr_live_...") in either wins, so a client may carry its key in
 // x-api-key and a circuit token in Authorization.
 func credential(h http.Header) (secret, header string) {
-	first := func(name string) string { // h's keys are canonical: no need for Get's canonicalizing
-		if v := h[name]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	xkey := first("X-Api-Key")
-	auth := strings.TrimPrefix(first("Authorization"), "Bearer ")
+	xkey := field(h, "X-Api-Key")
+	auth := strings.TrimPrefix(field(h, "Authorization"), "Bearer ")
 	switch {
 	case strings.HasPrefix(xkey, keys.SecretPrefix):
 		return xkey, "X-Api-Key"

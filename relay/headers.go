@@ -19,9 +19,19 @@ func filterHeader(h http.Header) http.Header {
 	return out
 }
 
+// field is h.Get(name) for a name in canonical form, as every name the relay looks up is and
+// as net/http and relay/h1 store them: Get canonicalizes its argument on every call, which
+// cost more than the lookup (a request made eight such calls).
+func field(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // copyEndToEnd copies src's end-to-end headers into dst, except those skip names (nil: none).
 func copyEndToEnd(dst, src http.Header, skip func(name string) bool) {
-	listed := protocol.ConnectionListed(src.Values("Connection"))
+	listed := protocol.ConnectionListed(src["Connection"])
 	for name, values := range src {
 		if protocol.EndToEnd(name, listed) && (skip == nil || !skip(name)) {
 			dst[name] = values
@@ -32,6 +42,14 @@ func copyEndToEnd(dst, src http.Header, skip func(name string) bool) {
 // namesClient reports whether a request header claims who the client is or how it connected.
 // A client can write any of them, so none reaches a target as the client sent it.
 func namesClient(name string) bool {
+	if name == "" {
+		return false
+	}
+	switch name[0] | 0x20 { // every name below begins with f, t or x: most names are none of them
+	case 'f', 't', 'x':
+	default:
+		return false
+	}
 	if len(name) > 12 && strings.EqualFold(name[:12], "x-forwarded-") {
 		return true
 	}
@@ -47,13 +65,12 @@ func namesClient(name string) bool {
 // the address the relay vouches for (the TCP peer, or through trusted proxies only), the proto
 // is how it reached us, the host is the one it asked for.
 func forwardHeaders(h http.Header, r *http.Request, trusted []netip.Prefix) {
-	h["X-Forwarded-For"] = []string{peerIP(r, trusted)}
 	proto := "http"
 	if r.TLS != nil {
 		proto = "https"
 	}
-	h["X-Forwarded-Proto"] = []string{proto}
-	h["X-Forwarded-Host"] = []string{strings.ToLower(r.Host)}
+	v := []string{peerIP(r, trusted), proto, strings.ToLower(r.Host)} // one allocation for the three
+	h["X-Forwarded-For"], h["X-Forwarded-Proto"], h["X-Forwarded-Host"] = v[0:1:1], v[1:2:2], v[2:3:3]
 }
 
 // wireHeaders converts end-to-end headers to the relay protocol's form: lowercase names,

@@ -1,8 +1,11 @@
 package relay
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +29,55 @@ type metrics struct {
 	queueWait        *prometheus.HistogramVec
 	cacheRequests    *prometheus.CounterVec
 	genAI            *genAI
+	// The request path's series, each bound to its label values once (see bound).
+	requestsBy bound[routeStatus, prometheus.Counter]
+	durationBy bound[string, prometheus.Observer] // by route
+	ttfbBy     bound[string, prometheus.Observer] // by route
+	waitBy     bound[string, prometheus.Observer] // by pool
+}
+
+// routeStatus are the labels of modelrelay_requests_total.
+type routeStatus struct {
+	route  string
+	status int
+}
+
+// bound is the series of one metric vector bound to label values once: WithLabelValues
+// hashes every value and looks the set up under the vector's lock on each call, and the
+// request path would make seven such calls a request. A bound series is one read of a map
+// that is copied on write. The label values come from bounded sets (routes, statuses, pools,
+// operations, and the model labels of modelNames); past maxBound sets, the vector is asked
+// each time. A series is bound on its first use, so /metrics shows the same series as
+// without the binding.
+type bound[K comparable, M any] struct {
+	bind func(K) M // asks the vector
+	mu   sync.Mutex
+	seen atomic.Pointer[map[K]M]
+}
+
+// maxBound is the most label sets one vector keeps bound.
+const maxBound = 1024
+
+func (b *bound[K, M]) get(k K) M {
+	if seen := b.seen.Load(); seen != nil {
+		if m, ok := (*seen)[k]; ok {
+			return m
+		}
+	}
+	m := b.bind(k)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var old map[K]M
+	if p := b.seen.Load(); p != nil {
+		old = *p
+	}
+	if len(old) < maxBound {
+		next := make(map[K]M, len(old)+1)
+		maps.Copy(next, old)
+		next[k] = m
+		b.seen.Store(&next)
+	}
+	return m
 }
 
 var latencyBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -101,6 +153,12 @@ func newMetrics(s *Server) *metrics {
 		Name: "modelrelay_usage_write_failures_total",
 		Help: "Usage batches the key store refused (kept and retried).",
 	}, func() float64 { return float64(s.ledger.Failures()) })
+	m.requestsBy.bind = func(k routeStatus) prometheus.Counter {
+		return m.requests.WithLabelValues(k.route, strconv.Itoa(k.status))
+	}
+	m.durationBy.bind = func(route string) prometheus.Observer { return m.duration.WithLabelValues(route) }
+	m.ttfbBy.bind = func(route string) prometheus.Observer { return m.ttfb.WithLabelValues(route) }
+	m.waitBy.bind = func(pool string) prometheus.Observer { return m.queueWait.WithLabelValues(pool) }
 	m.genAI = newGenAI(m.registry)
 	m.registry.MustRegister(usagePending, usageDropped, usageFailures)
 	m.cacheRequests = cacheMetrics(s, m.registry)
@@ -110,11 +168,16 @@ func newMetrics(s *Server) *metrics {
 }
 
 func (m *metrics) observe(route string, status int, arrival time.Time, ttfb time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(route).Observe(time.Since(arrival).Seconds())
+	m.requestsBy.get(routeStatus{route, status}).Inc()
+	m.durationBy.get(route).Observe(time.Since(arrival).Seconds())
 	if ttfb > 0 {
-		m.ttfb.WithLabelValues(route).Observe(ttfb.Seconds())
+		m.ttfbBy.get(route).Observe(ttfb.Seconds())
 	}
+}
+
+// queued observes the time a request waited in pool's queue for a target.
+func (m *metrics) queued(pool string, waited time.Duration) {
+	m.waitBy.get(pool).Observe(waited.Seconds())
 }
 
 func (m *metrics) handler() http.Handler {

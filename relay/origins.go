@@ -34,6 +34,9 @@ func newOriginGuard(trusted []string) (*http.CrossOriginProtection, error) {
 // the route it answers for (the same guard serves OpenAI, Anthropic and admin routes, and
 // the circuit and aggregation hosts' inference).
 func (s *Server) crossOrigin(w http.ResponseWriter, r *http.Request, shape errorShape) bool {
+	if field(r.Header, "Sec-Fetch-Site") == "" && field(r.Header, "Origin") == "" {
+		return false // no browser's request: not the guard's business (and its Get calls cost)
+	}
 	err := s.origins.Check(r)
 	if err == nil {
 		return false

@@ -21,7 +21,7 @@ func peerIP(r *http.Request, trusted []netip.Prefix) string {
 	}
 	peer = peer.Unmap()
 	if !inPrefixes(peer, trusted) {
-		return peer.String()
+		return canonical(host, peer)
 	}
 	hops := r.Header.Values("X-Forwarded-For")
 	for i := len(hops) - 1; i >= 0; i-- {
@@ -37,6 +37,16 @@ func peerIP(r *http.Request, trusted []netip.Prefix) string {
 		}
 	}
 	return peer.String()
+}
+
+// canonical is addr's text: host itself when host already spells it so (no allocation, as for
+// every peer a listener reports in IPv4), else its canonical form.
+func canonical(host string, addr netip.Addr) string {
+	var buf [64]byte
+	if string(addr.AppendTo(buf[:0])) == host {
+		return host
+	}
+	return addr.String()
 }
 
 func inPrefixes(addr netip.Addr, prefixes []netip.Prefix) bool {

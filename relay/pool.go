@@ -219,6 +219,9 @@ func (p *Pool) enter(req *Request, requeue bool) (m *member, queued bool, err er
 		p.wakeLocked(grace)
 	}
 	req.state = stateQueued
+	if req.handoff == nil {
+		req.handoff = make(chan handoff, 1) // made only for a request that waits
+	}
 	p.queue.push(req, requeue)
 	return nil, true, nil
 }

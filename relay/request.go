@@ -63,7 +63,7 @@ type Request struct {
 	elem      *list.Element // guarded by pool.mu: place in the pool's queue while queued
 	modelElem *list.Element // guarded by pool.mu: place in the queue of its model
 	order     int64         // guarded by pool.mu: queue position (requeues get smaller ones)
-	handoff   chan handoff  // capacity 1: the pool's answer to a queued request
+	handoff   chan handoff  // capacity 1: the pool's answer to a queued request (made when it queues)
 	// dispatched, when set, runs once a target has taken the request: the body no longer
 	// counts against the server's budget of bodies waiting.
 	dispatched func()

@@ -209,8 +209,7 @@ type Server struct {
 	extras  []healthExtra
 	mounted []mountedRoute // the operator's surface (Mount)
 
-	hardStop context.Context // cancelled when the drain deadline passes
-	stop     context.CancelCauseFunc
+	serving stopSet // the requests a hard stop (the drain deadline passing, Close) ends
 }
 
 // New builds a server from opts.
@@ -299,7 +298,6 @@ func New(opts Options) (*Server, error) {
 		s.poolConf.names.note(model)
 		s.poolConf.names.note(chain...)
 	}
-	s.hardStop, s.stop = context.WithCancelCause(context.Background())
 	s.metrics = newMetrics(s)
 	pool := s.relayPool(opts.Provider)
 	for i, b := range opts.Backends {
@@ -427,7 +425,7 @@ func (s *Server) Drain(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			s.log.Warn("drain deadline passed; failing in-flight requests", "in_flight", s.inFlight.Load())
-			s.stop(errShuttingDown)
+			s.serving.stop(errShuttingDown)
 			grace := time.NewTimer(time.Second)
 			defer grace.Stop()
 			for s.inFlight.Load() > 0 {
@@ -459,7 +457,7 @@ func (s *Server) flushUsage(ctx context.Context) {
 
 // Close ends every request and worker session at once.
 func (s *Server) Close() {
-	s.stop(errShuttingDown)
+	s.serving.stop(errShuttingDown)
 	s.sessions.Range(func(_, v any) bool {
 		v.(*workerSession).closeWith(1000, reasonServerShutdown)
 		return true

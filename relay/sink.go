@@ -184,5 +184,5 @@ func (a *answer) usage() usage.Counts { return a.tap.counts() }
 
 // isEventStream reports whether headers announce a server-sent-event stream.
 func isEventStream(h http.Header) bool {
-	return strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
+	return strings.HasPrefix(field(h, "Content-Type"), "text/event-stream")
 }

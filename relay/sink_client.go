@@ -57,7 +57,7 @@ func (c *cutShort) Is(target error) bool { return target == errStreamTooLarge }
 // Head sends the answer's status and its end-to-end headers.
 func (c *clientWriter) Head(status int, h http.Header, length int64) (Sink, error) {
 	dst := c.w.Header()
-	if length >= 0 {
+	if _, ok := h["Content-Length"]; length >= 0 && !ok { // the target's own, when sent, is copied below
 		dst.Set("Content-Length", strconv.FormatInt(length, 10))
 	}
 	c.sse = isEventStream(h)
@@ -72,15 +72,23 @@ func (c *clientWriter) Head(status int, h http.Header, length int64) (Sink, erro
 // writeHeader sends the head, naming the model and target that served the answer.
 func (c *clientWriter) writeHeader(status int) {
 	h, at := c.w.Header(), c.where
+	var v []string // the values share one allocation; the names are canonical
+	add := func(name, value string) {
+		if v == nil {
+			v = make([]string, 0, 4)
+		}
+		v = append(v, value)
+		h[name] = v[len(v)-1 : len(v) : len(v)]
+	}
 	if at.served != "" {
-		h.Set("X-Modelrelay-Model", at.served)
+		add("X-Modelrelay-Model", at.served)
 		if at.from != "" {
-			h.Set("X-Modelrelay-Fallback-From", at.from)
+			add("X-Modelrelay-Fallback-From", at.from)
 		}
 	}
 	if at.target != "" {
-		h.Set("X-Modelrelay-Target", at.target)
-		h.Set("X-Modelrelay-Queue-Ms", strconv.FormatInt(at.queued.Milliseconds(), 10))
+		add("X-Modelrelay-Target", at.target)
+		add("X-Modelrelay-Queue-Ms", strconv.FormatInt(at.queued.Milliseconds(), 10))
 	}
 	c.wrote, c.status = true, status
 	c.w.WriteHeader(status)

@@ -70,6 +70,7 @@ type upstream struct {
 	m          *member
 	pool       *Pool
 	base       *url.URL
+	basePath   string   // base's path, escaped: what the client's path is appended to
 	configured []string // models from the config; empty = discover
 	clientHost bool     // send the client's Host (circuit replicas), not the upstream's own
 	apiKey     string   // the backend's own credential (never logged)
@@ -89,7 +90,7 @@ func newUpstream(s *Server, b Backend, static bool) (*upstream, error) {
 	if id == "" {
 		id = base.Host
 	}
-	u := &upstream{srv: s, base: base, configured: b.Models, clientHost: !static, apiKey: b.APIKey}
+	u := &upstream{srv: s, base: base, basePath: base.EscapedPath(), configured: b.Models, clientHost: !static, apiKey: b.APIKey}
 	u.m = &member{id: id, name: id, kind: kindUpstream, seq: s.memberSeq.Add(1), target: u, speech: newSpeech(b.Dialects),
 		maxConcurrent: b.MaxConcurrent, weight: weight}
 	u.m.setModels(b.Models)
@@ -169,20 +170,19 @@ func judge(status int, probing bool) outcome {
 	return outcomeOK
 }
 
-// request builds the upstream call: the upstream's base URL plus the client's path and query,
-// the client's end-to-end headers, and the body: rewindable, so the client may send it again
-// on a fresh connection when a pooled one turns out dead before any answer; a pass-through
-// body is streamed as it arrives.
+// request builds the upstream call: the upstream's base URL with the client's path and query
+// appended as the client escaped them, the client's end-to-end headers, and the body:
+// rewindable, so the client may send it again on a fresh connection when a pooled one turns
+// out dead before any answer; a pass-through body is streamed as it arrives.
 func (u *upstream) request(req *Request) *h1.Request {
-	target := *u.base
-	path, query, _ := strings.Cut(req.Path, "?")
-	target.Path = u.base.Path + path
-	target.RawQuery = query
-	hreq := &h1.Request{Method: req.Method, URL: &target, Header: req.Header}
+	c := new(upstreamCall)
+	hreq := &c.req
+	*hreq = h1.Request{Method: req.Method, URL: u.base, Target: u.basePath + req.Path, Header: req.Header}
 	if req.stream != nil {
 		hreq.Body, hreq.ContentLength = req.stream, req.streamLength
 	} else if len(req.Body) > 0 {
-		hreq.Body, hreq.ContentLength, hreq.Replayable = bytes.NewReader(req.Body), int64(len(req.Body)), true
+		c.body.Reset(req.Body)
+		hreq.Body, hreq.ContentLength, hreq.Replayable = &c.body, int64(len(req.Body)), true
 	} else {
 		hreq.Replayable = true
 	}
@@ -193,6 +193,13 @@ func (u *upstream) request(req *Request) *h1.Request {
 		hreq.Header = u.credentials(req)
 	}
 	return hreq
+}
+
+// upstreamCall is the memory of one upstream call in one allocation: the request and its
+// body's reader.
+type upstreamCall struct {
+	req  h1.Request
+	body bytes.Reader
 }
 
 // credentials are the request's headers with the backend's own key in place of whatever the

@@ -257,3 +257,35 @@ func TestUpstreamLostMidStreamEndsWithErrorEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamPathAsEscaped: a pass-through path reaches the upstream as the client escaped
+// it, after the upstream URL's own path: not unescaped, not escaped a second time (a
+// "%20" once went out as "%2520").
+func TestUpstreamPathAsEscaped(t *testing.T) {
+	seen := make(chan string, 1)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.RequestURI
+	}))
+	defer be.Close()
+	srv, err := relay.New(relay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.SetUpstreamPool("circuit", relay.PoolSpec{Upstreams: []relay.UpstreamSpec{{ID: "r", URL: be.URL + "/base%20dir/"}}}); err != nil {
+		t.Fatal(err)
+	}
+	pass := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv.ServePassThrough(w, r, "circuit")
+	}))
+	defer pass.Close()
+	const path = "/files/a%20b%2Fc%25?q=1%202&r=%2F"
+	resp, err := http.Get(pass.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := <-seen; got != "/base%20dir"+path {
+		t.Fatalf("upstream saw %q, want %q", got, "/base%20dir"+path)
+	}
+}

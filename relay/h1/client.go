@@ -35,7 +35,10 @@ type Client struct {
 type Request struct {
 	Method string   // "" means POST
 	URL    *url.URL // http or https; the escaped path and raw query are the request target
-	Host   string   // the Host field; "" means URL.Host
+	// Target, when set, is the request target as sent instead of URL's path and query: an
+	// origin-form target already escaped ("/v1/x%20y?a=b"), or "*", as a server received it.
+	Target string
+	Host   string // the Host field; "" means URL.Host
 	// Header holds the end-to-end fields, written as given: the caller removes hop-by-hop
 	// ones. Host, Content-Length, Transfer-Encoding and Trailer are the client's own and are
 	// skipped; a name with no values is skipped too.
@@ -89,7 +92,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("h1: %w", err)
 	}
-	cn := c.get(t.key)
+	cn := c.get(t.key, r.Replayable)
 	for attempt := 0; ; attempt++ {
 		if cn == nil {
 			if cn, err = c.dial(ctx, &t); err != nil {

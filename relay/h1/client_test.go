@@ -313,6 +313,41 @@ func TestClosedIdleConnectionSkipped(t *testing.T) {
 	}
 }
 
+// TestUnaskedBytesAfterLongIdle: a connection idle longer than recentIdle is peeked at even
+// for a request that could be sent again, so an upstream's unasked answer (a timeout notice
+// written while the connection sat idle) is never taken for the answer to the next request.
+// Within recentIdle only a request that cannot be sent again pays for the peek.
+func TestUnaskedBytesAfterLongIdle(t *testing.T) {
+	pooled, wrote := make(chan struct{}), make(chan struct{})
+	s := startServer(t, func(sc *serverConn) {
+		if sc.id > 1 {
+			fixed("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")(sc)
+			return
+		}
+		if req, _ := sc.next(); req != nil {
+			io.WriteString(sc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			<-pooled
+			io.WriteString(sc, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+		}
+		close(wrote)
+		sc.next()
+	})
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	c := Client{now: clock.get}
+	defer c.CloseIdle()
+	call(t, &c, get(s))
+	close(pooled)
+	<-wrote
+	waitDead(t, &c)
+	clock.advance(recentIdle)
+	if resp, body := call(t, &c, post(s, "x")); resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("%d %q: the unasked answer was taken for this one's", resp.StatusCode, body)
+	}
+	if a := s.accepted.Load(); a != 2 {
+		t.Fatalf("%d connections, want 2", a)
+	}
+}
+
 // waitDead waits until the client's one idle connection looks closed to the probe.
 func waitDead(t *testing.T, c *Client) {
 	t.Helper()
@@ -513,9 +548,20 @@ func TestRequestWriting(t *testing.T) {
 		h.Get("X-Host") != "tenant.example" || h.Get("X-Length") != "4" || h.Get("X-Chunked") != "false" {
 		t.Fatalf("server saw %v %q", h, body)
 	}
+	// A Target goes as given, escapes and all, in place of the URL's path and query.
+	if resp, _ := call(t, &c, &Request{URL: s.url, Target: "/v1/a%20b%2Fc?x=1%202"}); resp.Header.Get("X-Target") != "/v1/a%20b%2Fc?x=1%202" {
+		t.Fatalf("server saw target %q", resp.Header.Get("X-Target"))
+	}
+	// A head larger than the connection's write buffer goes out whole.
+	big := &Request{URL: s.url, Header: http.Header{"X-Big": {strings.Repeat("b", 6000)}}}
+	if resp, _ := call(t, &c, big); resp.StatusCode != 200 {
+		t.Fatalf("a 6 KB head: status %d", resp.StatusCode)
+	}
 	// An empty POST says Content-Length: 0; a GET says nothing.
 	_, _ = call(t, &c, &Request{URL: s.url})
 	for _, bad := range []*Request{
+		{URL: s.url, Target: "/x HTTP/1.1\r\nInjected: 1"},
+		{URL: s.url, Target: "x"}, // neither origin-form nor "*"
 		{URL: s.url, Header: http.Header{"X-Split": {"a\r\nInjected: 1"}}},
 		{URL: s.url, Header: http.Header{"Bad Name": {"a"}}},
 		{URL: s.url, Method: "GET /x HTTP/1.1\r\n"},
@@ -527,8 +573,8 @@ func TestRequestWriting(t *testing.T) {
 			t.Fatalf("%+v: sent", bad)
 		}
 	}
-	if s.requests.Load() != 2 {
-		t.Fatalf("the server read %d requests, want the 2 valid ones", s.requests.Load())
+	if s.requests.Load() != 4 {
+		t.Fatalf("the server read %d requests, want the 4 valid ones", s.requests.Load())
 	}
 }
 

@@ -22,8 +22,18 @@ type hostPool struct {
 	sweep *time.Timer
 }
 
-// get takes the newest idle connection to key that is still usable, or returns nil.
-func (c *Client) get(key poolKey) *conn {
+// recentIdle is how long a connection may have been idle and still be taken for a Replayable
+// request without the liveness peek. An upstream rarely closes a connection within moments of
+// answering on it, and when it does, the request goes again on a fresh connection (Do's
+// retry); an unasked write (a timeout notice) comes at the end of an idle timeout, seconds
+// long. Under load connections rest for microseconds, and the peek was one system call in
+// seven per request.
+const recentIdle = time.Second
+
+// get takes the newest idle connection to key that is still usable, or returns nil. A
+// connection idle longer than recentIdle, or taken for a request that cannot be sent again, is
+// peeked at first.
+func (c *Client) get(key poolKey, replayable bool) *conn {
 	for {
 		c.mu.Lock()
 		hp := c.pools[key]
@@ -35,7 +45,8 @@ func (c *Client) get(key poolKey) *conn {
 		hp.idle[len(hp.idle)-1] = nil
 		hp.idle = hp.idle[:len(hp.idle)-1]
 		c.mu.Unlock()
-		if c.clock().Sub(cn.idleSince) < c.idleTimeout() && cn.alive() {
+		idle := c.clock().Sub(cn.idleSince)
+		if idle < c.idleTimeout() && (replayable && idle < recentIdle || cn.alive()) {
 			cn.reused = true
 			return cn
 		}

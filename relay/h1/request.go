@@ -25,6 +25,7 @@ type target struct {
 	url    *url.URL
 	method string
 	host   string // the Host field
+	path   string // the request target as given (Request.Target); "" = the URL's
 	length int64  // of the body; -1: unknown, sent chunked
 	inline bool   // the body is in memory and small: written by Do, no goroutine
 }
@@ -38,7 +39,7 @@ func resolve(r *Request) (target, error) {
 	if u == nil || u.Host == "" {
 		return target{}, errors.New("h1: request URL has no host")
 	}
-	t := target{url: u, method: r.Method, host: r.Host}
+	t := target{url: u, method: r.Method, host: r.Host, path: r.Target}
 	switch u.Scheme {
 	case "http":
 	case "https":
@@ -58,6 +59,9 @@ func resolve(r *Request) (target, error) {
 	}
 	if !isTargetText(t.host) {
 		return target{}, fmt.Errorf("h1: invalid Host %q", t.host)
+	}
+	if t.path != "" && (t.path[0] != '/' && t.path != "*" || !isTargetText(t.path)) {
+		return target{}, fmt.Errorf("h1: invalid request target %q", t.path)
 	}
 	if r.Replayable && r.Body != nil {
 		if _, ok := r.Body.(io.Seeker); !ok {
@@ -109,29 +113,34 @@ func isTargetText(s string) bool {
 	return true
 }
 
-// writeHead writes the request line and the fields. It writes into the connection's buffer
-// and flushes nothing; an invalid header found halfway leaves the connection unusable, which
-// the caller handles by closing it (invalid headers are rare: net/http's server already
-// refused them on the way in).
+// writeHead writes the request line and the fields into the connection's buffer and flushes
+// nothing. The head is appended to the buffer's free space and handed to it in one Write (a
+// WriteString per piece, four per field, cost more than the bytes); an invalid header writes
+// nothing (invalid headers are rare: net/http's server already refused them on the way in).
 func writeHead(cn *conn, r *Request, t *target) error {
-	w := cn.bw
-	w.WriteString(t.method)
-	w.WriteByte(' ')
-	if err := writeRequestTarget(w, t.url); err != nil {
-		return err
+	b := cn.bw.AvailableBuffer()
+	b = append(b, t.method...)
+	b = append(b, ' ')
+	if t.path != "" {
+		b = append(b, t.path...)
+	} else {
+		var err error
+		if b, err = appendRequestTarget(b, t.url); err != nil {
+			return err
+		}
 	}
-	w.WriteString(" HTTP/1.1\r\nHost: ")
-	w.WriteString(t.host)
-	w.WriteString("\r\n")
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, t.host...)
+	b = append(b, "\r\n"...)
 	switch {
 	case t.length > 0 || t.length == 0 && bodyExpected(t.method):
 		// An empty POST still says so: some servers wait for a body otherwise (net/http
 		// sends it for POST, PUT and PATCH too).
-		w.WriteString("Content-Length: ")
-		w.Write(strconv.AppendInt(cn.num[:0], t.length, 10))
-		w.WriteString("\r\n")
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, t.length, 10)
+		b = append(b, "\r\n"...)
 	case t.length < 0:
-		w.WriteString("Transfer-Encoding: chunked\r\n")
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
 	}
 	for name, values := range r.Header {
 		if ownedField(name) {
@@ -144,39 +153,39 @@ func writeHead(cn *conn, r *Request, t *target) error {
 			if !isValue(v) {
 				return fmt.Errorf("h1: invalid value for header field %q", name)
 			}
-			w.WriteString(name)
-			w.WriteString(": ")
-			w.WriteString(v)
-			w.WriteString("\r\n")
+			b = append(b, name...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
 		}
 	}
-	_, err := w.WriteString("\r\n")
+	b = append(b, "\r\n"...)
+	_, err := cn.bw.Write(b)
 	return err
 }
 
-// writeRequestTarget writes the origin-form target: the escaped path and the raw query.
-func writeRequestTarget(w *bufio.Writer, u *url.URL) error {
+// appendRequestTarget appends the origin-form target: the escaped path and the raw query.
+func appendRequestTarget(b []byte, u *url.URL) ([]byte, error) {
 	if u.Opaque != "" {
 		ruri := u.RequestURI()
 		if !isTargetText(ruri) {
-			return fmt.Errorf("h1: invalid request target %q", ruri)
+			return b, fmt.Errorf("h1: invalid request target %q", ruri)
 		}
-		w.WriteString(ruri)
-		return nil
+		return append(b, ruri...), nil
 	}
 	path := u.EscapedPath() // escapes what needs it; no allocation when nothing does
 	if path == "" {
 		path = "/"
 	}
-	w.WriteString(path)
+	b = append(b, path...)
 	if u.RawQuery != "" || u.ForceQuery {
 		if !isTargetText(u.RawQuery) {
-			return fmt.Errorf("h1: invalid query %q", u.RawQuery)
+			return b, fmt.Errorf("h1: invalid query %q", u.RawQuery)
 		}
-		w.WriteByte('?')
-		w.WriteString(u.RawQuery)
+		b = append(b, '?')
+		b = append(b, u.RawQuery...)
 	}
-	return nil
+	return b, nil
 }
 
 func bodyExpected(method string) bool {

@@ -1,0 +1,129 @@
+package relay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// staticAnswer is what the bench's fake model server answers a completion: about 1 KB of JSON
+// behind net/http's own response head.
+var staticAnswer = func() string {
+	body := `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("lorem ipsum ", 70) + `"},` +
+		`"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":140,"total_tokens":148}}`
+	return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: Mon, 01 Jan 2024 00:00:00 GMT\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}()
+
+// staticUpstream answers every request with staticAnswer and allocates nothing per request, so
+// a benchmark's allocs/op are the relay's own.
+func staticUpstream(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Go(func() { answerStatic(c) })
+		}
+	})
+	b.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func answerStatic(c net.Conn) {
+	defer c.Close()
+	answer := []byte(staticAnswer)
+	br := bufio.NewReaderSize(c, 16<<10)
+	for {
+		length := 0
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			if len(line) <= 2 {
+				break
+			}
+			if len(line) > 16 && bytes.EqualFold(line[:15], []byte("content-length:")) {
+				length, _ = strconv.Atoi(string(bytes.TrimSpace(line[15:])))
+			}
+		}
+		if _, err := br.Discard(length); err != nil {
+			return
+		}
+		if _, err := c.Write(answer); err != nil {
+			return
+		}
+	}
+}
+
+// deadlineWriter takes read deadlines as net/http's writer does, so that the body is read as
+// on a real connection.
+type deadlineWriter struct{ discardWriter }
+
+func (*deadlineWriter) SetReadDeadline(time.Time) error { return nil }
+
+// BenchmarkStaticRequest is one request of bench-compare's static row (a completion to one
+// static backend, no keys, no options) through the relay's handler, in process: the client
+// side is an in-memory request and a writer that keeps nothing, the upstream a loopback
+// server that allocates nothing. allocs/op is what the relay's own stages cost a request,
+// beside the request the benchmark makes (an http.Request and its body reader).
+func BenchmarkStaticRequest(b *testing.B) {
+	// The server's default request timeout: a timer per request, as modelrelay-server runs.
+	srv, err := New(Options{RequestTimeout: 300 * time.Second,
+		Backends: []Backend{{Name: "fake", URL: staticUpstream(b), Models: []string{"bench"}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	h := srv.Handler()
+	body := []byte(`{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":false}`)
+	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"wrk"}}
+	w := &deadlineWriter{discardWriter{h: make(http.Header)}}
+	ctx := context.Background()
+	var rd bytes.Reader
+	newRequest := func() *http.Request {
+		rd.Reset(body)
+		r, _ := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", &rd)
+		r.Header, r.RemoteAddr, r.Host = header, "127.0.0.1:40000", "127.0.0.1:8080"
+		return r
+	}
+	check := httptest.NewRecorder()
+	h.ServeHTTP(check, newRequest())
+	if check.Code != http.StatusOK || check.Body.Len() != len(staticAnswer)-strings.Index(staticAnswer, "\r\n\r\n")-4 {
+		b.Fatalf("status %d, %d bytes: %s", check.Code, check.Body.Len(), check.Body)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		h.ServeHTTP(w, newRequest())
+	}
+}
