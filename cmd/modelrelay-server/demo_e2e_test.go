@@ -150,7 +150,13 @@ func TestE2EDemoAnswersCurlAndSDKs(t *testing.T) {
 	t.Run("log says how to call it", func(t *testing.T) {
 		want := "curl -s " + relayURL + "/v1/chat/completions -H 'Content-Type: application/json' " +
 			`-d '{"model":"demo","messages":[{"role":"user","content":"Hello!"}]}'`
-		m := regexp.MustCompile(`level=INFO msg="demo model is up[^"]*" backend=http://127\.0\.0\.1:\d+ curl=("(?:[^"\\]|\\.)*")`).FindStringSubmatch(out.String())
+		// The log reaches the test through a pipe: on a busy machine, after the port answers.
+		re := regexp.MustCompile(`level=INFO msg="demo model is up[^"]*" backend=http://127\.0\.0\.1:\d+ curl=("(?:[^"\\]|\\.)*")`)
+		m := re.FindStringSubmatch(out.String())
+		for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			m = re.FindStringSubmatch(out.String())
+		}
 		if m == nil {
 			t.Fatalf("no INFO line with the curl in the log:\n%s", out.String())
 		}
