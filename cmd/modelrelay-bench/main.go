@@ -46,9 +46,8 @@ type Options struct {
 	Conns, Streams   int
 	Rounds, Passes   int
 	Pprof            bool
-	Held             int    // idle streams held at once per row; 0 skips the scenario
-	LatencyRequests  int    // sequential requests per row at concurrency 1; 0 skips
-	pprofAddr        string // set when Pprof: where relay static serves net/http/pprof
+	Held             int // idle streams held at once per row; 0 skips the scenario
+	LatencyRequests  int // sequential requests per row at concurrency 1; 0 skips
 }
 
 func main() {
@@ -85,7 +84,7 @@ func parseOptions(args []string, stderr io.Writer) (Options, error) {
 	fs.IntVar(&o.Streams, "streams", 200, "concurrent SSE streams")
 	fs.IntVar(&o.Rounds, "rounds", 5, "waves of SSE streams per row")
 	fs.IntVar(&o.Passes, "passes", 3, "slices the -duration of each row is split into, taken in turns across rows")
-	fs.BoolVar(&o.Pprof, "pprof", false, "after the measurements, save CPU and heap profiles of relay static under one more non-streaming run")
+	fs.BoolVar(&o.Pprof, "pprof", false, "after the measurements, save CPU profiles of relay static and relay worker (server and daemon) under one more non-streaming run and one more SSE run, and their heap profiles")
 	fs.IntVar(&o.Held, "held", 10000, "idle SSE streams held at once through nginx and each relay row, for memory per stream (0 = skip)")
 	fs.IntVar(&o.LatencyRequests, "latency-requests", 2000, "sequential requests per row at concurrency 1, for added latency (0 = skip)")
 	if err := fs.Parse(args); err != nil {

@@ -18,9 +18,9 @@ var rowSpecs = []rowSpec{
 	{key: "nginx", row: "nginx", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[0]) }},
 	{key: "haproxy", row: "HAProxy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[1]) }},
 	{key: "caddy", row: "Caddy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[2]) }},
-	{key: "static", row: "relay static", start: func(b *Bench, o Options) (Target, error) { return b.startRelayStatic(o.pprofAddr) }},
+	{key: "static", row: "relay static", start: func(b *Bench, o Options) (Target, error) { return b.startRelayStatic(o.Pprof) }},
 	{key: "circuit", row: "relay circuit", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayCircuit() }},
-	{key: "worker", row: "relay worker", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayWorker(workerSlots) }},
+	{key: "worker", row: "relay worker", start: func(b *Bench, o Options) (Target, error) { return b.startRelayWorker(workerSlots, o.Pprof) }},
 }
 
 // workerSlots is the worker daemon's --max-concurrency in the main table: above the 64
