@@ -15,7 +15,7 @@ const (
 	streamRequest     = `{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":true}`
 	completionPath    = "/v1/chat/completions"
 	// holdRequest asks the fake upstream for an idle stream (holdMarker): head, one event, silence.
-	holdRequest = `{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":true,"bench_hold":true}`
+	holdRequest = `{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":true,"user":"bench-hold"}`
 )
 
 // newTransport keeps up to conns connections per host alive: one per generator loop.

@@ -28,9 +28,10 @@ const (
 	heldOpenMax = 30 * time.Second       // one stream's dial, request, head and first event
 )
 
-// heldKeys are the rows the scenario covers (by -only key): nginx as the yardstick, and every
-// relay row. HAProxy's config caps it at 8192 connections (maxconn); Caddy has no goal here.
-var heldKeys = []string{"nginx", "static", "circuit", "worker"}
+// heldKeys are the rows the scenario covers (by -only key): nginx as the yardstick, Portkey as
+// the peer gateway, and every relay row. HAProxy's config caps it at 8192 connections
+// (maxconn); Caddy has no goal here.
+var heldKeys = []string{"nginx", "portkey", "static", "circuit", "worker"}
 
 // HeldResult is one row's figures.
 type HeldResult struct {

@@ -26,6 +26,8 @@ func (b *Bench) startHeldRow(key string, plan heldPlan) (Target, func(), error) 
 		t, err = hb.startProxyAs(publicProxies[0], "nginx-held", func(config string) error {
 			return editFile(config, func(conf string) (string, error) { return nginxHeldConf(conf, plan) })
 		})
+	case "portkey":
+		t, err = hb.startPortkey()
 	case "static":
 		t, err = hb.startRelayStatic(false)
 	case "circuit":
