@@ -22,8 +22,10 @@ import (
 )
 
 // streamBuffers hold one backend read of a stream: the most one response_chunk carries. They
-// are pooled, and small: a held stream keeps its buffer while it waits for the next event.
-var streamBuffers = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
+// are pooled, and small, because a held stream keeps its buffer while it waits for the next
+// event: 2 KiB holds many token events (a few hundred bytes each), reads below the backend
+// connection's own 4 KiB buffer take what it has, and a larger burst goes out in a few frames.
+var streamBuffers = sync.Pool{New: func() any { b := make([]byte, 2<<10); return &b }}
 
 // errServerCancel is the cause of a job's context when the server sent cancel.
 var errServerCancel = errors.New("cancelled by the server")
