@@ -2,6 +2,7 @@ package wsconn
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -179,6 +180,56 @@ func TestWebSocketFramesUnchanged(t *testing.T) {
 	for _, want := range []string{"a", "b"} {
 		if m := <-got; m != want {
 			t.Fatalf("client message %q, want %q", m, want)
+		}
+	}
+}
+
+// TestHeldFramesUnderTLS: under wss the socket Conn wraps is the one TLS runs over; frames
+// held and flushed there arrive whole and in order.
+func TestHeldFramesUnderTLS(t *testing.T) {
+	got := make(chan string, 4)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		for {
+			_, data, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			got <- string(data)
+		}
+	}))
+	defer srv.Close()
+	var socket *Conn
+	dialer := websocket.Dialer{TLSClientConfig: srv.Client().Transport.(*http.Transport).TLSClientConfig,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			socket = New(c)
+			return socket, nil
+		}}
+	conn, _, err := dialer.Dial("wss"+strings.TrimPrefix(srv.URL, "https"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	socket.Hold()
+	for _, m := range []string{"one", "two", "three"} {
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := socket.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"one", "two", "three"} {
+		if m := <-got; m != want {
+			t.Fatalf("got %q, want %q", m, want)
 		}
 	}
 }
