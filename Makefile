@@ -113,8 +113,9 @@ fuzz:
 clean:
 	rm -rf bin dist
 
-## bench-compare: modelrelay vs nginx, HAProxy and Caddy in one run on this machine (installs
-## missing tools from Debian packages); prints a Markdown table. ARGS passes flags, e.g.
+## bench-compare: modelrelay vs nginx, HAProxy, Caddy and Portkey's AI gateway in one run on
+## this machine (installs missing tools from Debian packages, and the gateway with npm from the
+## pinned configs/bench/portkey into the user's cache); prints a Markdown table. ARGS passes flags, e.g.
 ## ARGS='-duration 5s -only nginx,static'.
 bench-compare:
 	$(GO) run ./cmd/modelrelay-bench $(ARGS)

@@ -15,35 +15,70 @@ import (
 // marshalHot encodes request, cancel, response_chunk and response_complete; ok is false for
 // every other message, which then goes through encoding/json.
 func marshalHot(m Message) (b []byte, ok bool) {
-	switch v := m.(type) {
-	case ResponseChunk:
-		return encodeChunk(v), true
-	case Request:
-		return encodeRequest(v), true
-	case ResponseComplete:
-		return encodeComplete(v), true
-	case Cancel:
-		return encodeCancel(v), true
-	}
-	return nil, false
+	return appendHot(nil, m)
 }
 
-func encodeChunk(v ResponseChunk) []byte {
+// appendHot is marshalHot appending to b.
+func appendHot(b []byte, m Message) ([]byte, bool) {
+	switch v := m.(type) {
+	case ResponseChunk:
+		return appendChunk(b, v.RequestID, v.Chunk), true
+	case Request:
+		return appendRequest(b, v, v.Body), true
+	case ResponseComplete:
+		return appendComplete(b, v, v.Body), true
+	case Cancel:
+		return appendCancel(b, v), true
+	}
+	return b, false
+}
+
+// AppendResponseChunk appends the frame of a response_chunk whose chunk is bytes: the worker
+// daemon reads a stream into a reused buffer and encodes straight from it.
+func AppendResponseChunk(b []byte, requestID string, chunk []byte) []byte {
+	return appendChunk(b, requestID, chunk)
+}
+
+// AppendResponseComplete appends the frame of c with body as its body (c.Body is not read), so
+// an answer read into a reused buffer is encoded without a copy of it as a string.
+func AppendResponseComplete(b []byte, c ResponseComplete, body []byte) []byte {
+	return appendComplete(b, c, &body)
+}
+
+// AppendRequest appends the frame of r with body as its body (r.Body is not read), so the
+// server encodes a client's body as it read it.
+func AppendRequest(b []byte, r Request, body []byte) []byte {
+	return appendRequest(b, r, body)
+}
+
+// grow makes room for n more bytes in b; a new frame is allocated at exactly n, so a large
+// body is never followed by a rounded-up or doubled buffer.
+func grow(b []byte, n int) []byte {
+	if b == nil {
+		return make([]byte, 0, n)
+	}
+	return slices.Grow(b, n)
+}
+
+// text is what the encoder reads a JSON string from: a string, or bytes.
+type text interface{ ~string | ~[]byte }
+
+func appendChunk[T text](b []byte, requestID string, chunk T) []byte {
 	const head, mid = `{"type":"response_chunk","request_id":`, `,"chunk":`
-	b := make([]byte, 0, len(head)+len(mid)+quotedLen(v.RequestID)+quotedLen(v.Chunk)+1)
+	b = grow(b, len(head)+len(mid)+quotedLen(requestID)+quotedLen(chunk)+1)
 	b = append(b, head...)
-	b = appendQuoted(b, v.RequestID)
+	b = appendQuoted(b, requestID)
 	b = append(b, mid...)
-	b = appendQuoted(b, v.Chunk)
+	b = appendQuoted(b, chunk)
 	return append(b, '}')
 }
 
-func encodeRequest(v Request) []byte {
+func appendRequest[T text](b []byte, v Request, body T) []byte {
 	const head = `{"type":"request","request_id":`
 	n := len(head) + quotedLen(v.RequestID) + len(`,"model":`) + quotedLen(v.Model) +
 		len(`,"endpoint_path":`) + quotedLen(v.EndpointPath) + len(`,"is_streaming":`) + boolLen(v.IsStreaming) +
-		len(`,"body":`) + quotedLen(v.Body) + headersLen(v.Headers) + 1
-	b := make([]byte, 0, n)
+		len(`,"body":`) + quotedLen(body) + headersLen(v.Headers) + 1
+	b = grow(b, n)
 	b = append(b, head...)
 	b = appendQuoted(b, v.RequestID)
 	b = append(b, `,"model":`...)
@@ -53,30 +88,31 @@ func encodeRequest(v Request) []byte {
 	b = append(b, `,"is_streaming":`...)
 	b = strconv.AppendBool(b, v.IsStreaming)
 	b = append(b, `,"body":`...)
-	b = appendQuoted(b, v.Body)
+	b = appendQuoted(b, body)
 	b = appendHeaders(b, v.Headers)
 	return append(b, '}')
 }
 
-func encodeComplete(v ResponseComplete) []byte {
+// appendComplete encodes v with *body as its body (nil: none, omitted).
+func appendComplete[T text](b []byte, v ResponseComplete, body *T) []byte {
 	const head = `{"type":"response_complete","request_id":`
 	n := len(head) + quotedLen(v.RequestID) + len(`,"status_code":`) + uintLen(uint64(v.StatusCode)) +
 		headersLen(v.Headers) + 1
-	if v.Body != nil {
-		n += len(`,"body":`) + quotedLen(*v.Body)
+	if body != nil {
+		n += len(`,"body":`) + quotedLen(*body)
 	}
 	if v.TokenCounts != nil {
 		n += len(`,"token_counts":`) + tokenCountsLen(v.TokenCounts)
 	}
-	b := make([]byte, 0, n)
+	b = grow(b, n)
 	b = append(b, head...)
 	b = appendQuoted(b, v.RequestID)
 	b = append(b, `,"status_code":`...)
 	b = strconv.AppendUint(b, uint64(v.StatusCode), 10)
 	b = appendHeaders(b, v.Headers)
-	if v.Body != nil {
+	if body != nil {
 		b = append(b, `,"body":`...)
-		b = appendQuoted(b, *v.Body)
+		b = appendQuoted(b, *body)
 	}
 	if v.TokenCounts != nil {
 		b = append(b, `,"token_counts":`...)
@@ -141,13 +177,13 @@ func boolLen(v bool) int {
 	return len("false")
 }
 
-func encodeCancel(v Cancel) []byte {
+func appendCancel(b []byte, v Cancel) []byte {
 	const head, mid = `{"type":"cancel","request_id":`, `,"reason":`
 	n := len(head) + len(mid) + quotedLen(v.RequestID) + quotedLen(string(v.Reason)) + 1
 	if !v.Reason.named() {
 		n += len(`{"other":}`)
 	}
-	b := make([]byte, 0, n)
+	b = grow(b, n)
 	b = append(b, head...)
 	b = appendQuoted(b, v.RequestID)
 	b = append(b, mid...)
@@ -219,7 +255,7 @@ var quotedWidth = func() (t [256]uint8) {
 
 // quotedLen is the exact length of appendQuoted(nil, s), so each frame is allocated once and
 // a 64 MiB body is not followed by a doubled buffer.
-func quotedLen(s string) int {
+func quotedLen[T text](s T) int {
 	n := 2
 	for i := 0; i < len(s); {
 		if w := quotedWidth[s[i]]; w != 0 {
@@ -227,7 +263,7 @@ func quotedLen(s string) int {
 			i++
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := decodeRune(s[i:])
 		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
 			n += 6
 		} else {
@@ -240,8 +276,14 @@ func quotedLen(s string) int {
 
 const hexDigits = "0123456789abcdef"
 
+// decodeRune is utf8.DecodeRune for either kind of text.
+func decodeRune[T text](s T) (rune, int) {
+	var head [utf8.UTFMax]byte
+	return utf8.DecodeRune(head[:copy(head[:], s)])
+}
+
 // appendQuoted appends s as a JSON string exactly as encoding/json writes it by default.
-func appendQuoted(b []byte, s string) []byte {
+func appendQuoted[T text](b []byte, s T) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -257,7 +299,7 @@ func appendQuoted(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := decodeRune(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
 			b = append(b, s[start:i]...)

@@ -62,6 +62,30 @@ func checkEncode(t *testing.T, m Message) {
 	if cap(fast) != len(fast) { // sized exactly: allocated once, and never twice a body
 		t.Errorf("%T: buffer sized %d for %d bytes", m, cap(fast), len(fast))
 	}
+	// Appended after bytes already in a buffer, and from bytes instead of strings, the frame
+	// is the same.
+	prefix := []byte("frames before|")
+	appended, err := AppendMarshal(bytes.Clone(prefix), m)
+	if err != nil || !bytes.Equal(appended, append(bytes.Clone(prefix), want...)) {
+		t.Fatalf("AppendMarshal(%#v) = %s, %v", m, appended, err)
+	}
+	var fromBytes []byte
+	switch v := m.(type) {
+	case ResponseChunk:
+		fromBytes = AppendResponseChunk(nil, v.RequestID, []byte(v.Chunk))
+	case Request:
+		fromBytes = AppendRequest(nil, v, []byte(v.Body))
+	case ResponseComplete:
+		if v.Body == nil {
+			return // the bytes form always has a body
+		}
+		fromBytes = AppendResponseComplete(nil, v, []byte(*v.Body))
+	default:
+		return
+	}
+	if !bytes.Equal(fromBytes, want) {
+		t.Fatalf("%#v from bytes\n hand %s\n json %s", m, fromBytes, want)
+	}
 }
 
 func TestColdFramesStayReflective(t *testing.T) {

@@ -181,6 +181,15 @@ func Marshal(m Message) ([]byte, error) {
 	return marshalReflective(m)
 }
 
+// AppendMarshal appends the frame of m to b, so a writer can encode into a buffer it reuses.
+func AppendMarshal(b []byte, m Message) ([]byte, error) {
+	if out, ok := appendHot(b, m); ok {
+		return out, nil
+	}
+	frame, err := marshalReflective(m)
+	return append(b, frame...), err
+}
+
 // marshalReflective is the encoding/json encoder, the reference the hand-written one must equal.
 func marshalReflective(m Message) ([]byte, error) {
 	m = withEmptyLists(m)

@@ -89,11 +89,13 @@ func wireHeaders(h http.Header) protocol.Headers {
 }
 
 // httpHeaders turns a worker's response headers into an http.Header (the client writer
-// filters them).
+// filters them). The values share one slice, each capped at its own length.
 func httpHeaders(src protocol.Headers) http.Header {
 	h := make(http.Header, len(src))
+	values := make([]string, 0, len(src))
 	for name, value := range src {
-		h[textproto.CanonicalMIMEHeaderKey(name)] = []string{value}
+		values = append(values, value)
+		h[textproto.CanonicalMIMEHeaderKey(name)] = values[len(values)-1 : len(values) : len(values)]
 	}
 	return h
 }

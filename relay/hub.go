@@ -14,6 +14,7 @@ import (
 
 	"modelrelay/protocol"
 	"modelrelay/relay/keys"
+	"modelrelay/relay/wsconn"
 )
 
 const (
@@ -37,7 +38,8 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 	// Checked before the upgrade, so a throttled guess waits without WebSocket buffers; a
 	// failed one still completes the upgrade and then closes 1008, as the protocol says.
 	reason := s.authenticate(r, provider, peer)
-	conn, err := upgrader.Upgrade(w, r, nil)
+	hijacked := &wsconn.Hijacker{ResponseWriter: w}
+	conn, err := upgrader.Upgrade(hijacked, r, nil)
 	if err != nil {
 		return // the upgrader already answered with an HTTP error
 	}
@@ -47,7 +49,8 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 		closeNow(conn, websocket.ClosePolicyViolation, reason)
 		return
 	}
-	reg, err := readRegister(conn, s.timings.RegisterTimeout)
+	var reader wsconn.Reader
+	reg, err := readRegister(conn, &reader, s.timings.RegisterTimeout)
 	if err == nil && reg.ProtocolVersion == nil && s.opts.RequireProtocolVersion {
 		err = fmt.Errorf("protocol_version is required")
 	}
@@ -59,7 +62,7 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 		closeNow(conn, websocket.CloseProtocolError, reasonProtocolError)
 		return
 	}
-	s.register(conn, provider, reg)
+	s.register(conn, hijacked.Conn, &reader, provider, reg)
 }
 
 // authenticate returns "" when the worker may join, else the close reason. A correct secret
@@ -109,9 +112,9 @@ func (s *Server) secretFor(provider string) string {
 	return ""
 }
 
-func readRegister(conn *websocket.Conn, timeout time.Duration) (protocol.Register, error) {
+func readRegister(conn *websocket.Conn, reader *wsconn.Reader, timeout time.Duration) (protocol.Register, error) {
 	conn.SetReadDeadline(time.Now().Add(timeout))
-	kind, data, err := conn.ReadMessage()
+	kind, data, err := reader.Read(conn)
 	if err != nil {
 		return protocol.Register{}, fmt.Errorf("read first frame: %w", err)
 	}
@@ -143,8 +146,9 @@ func closeNow(conn *websocket.Conn, code int, reason string) {
 	conn.Close()
 }
 
-// register turns an authenticated connection into a worker session in its provider's pool.
-func (s *Server) register(conn *websocket.Conn, provider string, reg protocol.Register) {
+// register turns an authenticated connection into a worker session in its provider's pool;
+// batch is the socket under conn, and reader the buffer conn's messages are read into.
+func (s *Server) register(conn *websocket.Conn, batch *wsconn.Conn, reader *wsconn.Reader, provider string, reg protocol.Register) {
 	name, warnings := sanitizeName(reg.WorkerName)
 	models, truncated := sanitizeModels(reg.Models, s.opts.MaxModelsPerWorker)
 	if truncated {
@@ -166,11 +170,13 @@ func (s *Server) register(conn *websocket.Conn, provider string, reg protocol.Re
 	ws := &workerSession{
 		srv:     s,
 		conn:    conn,
+		batch:   batch,
+		reader:  reader,
 		pool:    pool,
 		id:      id,
 		name:    name,
 		log:     s.log.With("worker_id", id, "worker_name", name, "provider", provider),
-		send:    make(chan []byte, sendBuffer),
+		send:    make(chan *[]byte, sendBuffer),
 		done:    make(chan struct{}),
 		wrote:   make(chan struct{}),
 		pending: make(map[string]*pendingReq),

@@ -89,7 +89,7 @@ func (b *Bench) startRelayCircuit() (Target, error) {
 		return fail(err)
 	}
 	host := circuitSubdomain + wildcardDomain
-	if err := waitCompletion(b, listen, host); err != nil {
+	if err := waitCompletion(b, Target{Addr: listen, Host: host}); err != nil {
 		return fail(fmt.Errorf("relay (circuit) not serving %s: %w", host, err))
 	}
 	return Target{Row: "relay circuit", Addr: listen, Host: host, PIDs: []int{relay.Process.Pid}, stop: stop}, nil

@@ -15,7 +15,7 @@ const (
 	streamRequest     = `{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":true}`
 	completionPath    = "/v1/chat/completions"
 	// holdRequest asks the fake upstream for an idle stream (holdMarker): head, one event, silence.
-	holdRequest = `{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":true,"bench_hold":true}`
+	holdRequest = `{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":true,"user":"bench-hold"}`
 )
 
 // newTransport keeps up to conns connections per host alive: one per generator loop.
@@ -28,24 +28,29 @@ func newTransport(conns int) *http.Transport {
 	}
 }
 
-func newCompletionRequest(ctx context.Context, addr, host, body string) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+completionPath,
+// newCompletionRequest is a completion with body to t, with t's Host and headers.
+func newCompletionRequest(ctx context.Context, t Target, body string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+t.Addr+completionPath,
 		bytes.NewBufferString(body))
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
+	for name, values := range t.Header {
+		req.Header[name] = values
+	}
 	req.Header.Set("Content-Type", "application/json")
-	if host != "" {
-		req.Host = host
+	if t.Host != "" {
+		req.Host = t.Host
 	}
 	return req, nil
 }
 
 // oneCompletion sends one non-streaming completion and wants a 200 with the full body.
-func oneCompletion(ctx context.Context, addr, host string) error {
+func oneCompletion(ctx context.Context, t Target) error {
+	addr := t.Addr
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := newCompletionRequest(ctx, addr, host, completionRequest)
+	req, err := newCompletionRequest(ctx, t, completionRequest)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ const (
 	goalAddedP50    = 30 * time.Microsecond
 	goalAddedP99    = 100 * time.Microsecond
 	goalHeldKB      = 25.0 // KB (1,024 bytes) of RSS per held idle stream, relay rows
+	goalHeldWorker  = 35.0 // the same for relay worker, whose streams pass two processes
 )
 
 // Extras are the measurements behind the extra tables; a nil slice is a scenario not run.
@@ -135,8 +136,12 @@ func HeldMarkdown(rows []HeldResult) string {
 			times = fmt.Sprintf("%.2f×", r.PerStream()/nginx.PerStream())
 		}
 		if isRelay(r.Row) {
-			goal = fmt.Sprintf("≤ %.0f KB / stream", goalHeldKB)
-			result = verdict(kb, goalHeldKB, "%.1f KB")
+			bound := goalHeldKB
+			if r.Row == "relay worker" {
+				bound = goalHeldWorker
+			}
+			goal = fmt.Sprintf("≤ %.0f KB / stream", bound)
+			result = verdict(kb, bound, "%.1f KB")
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %s | %s | %s |\n", r.Row, held, mib(r.Idle), mib(r.Loaded),
 			kb, times, goal, result)
@@ -199,6 +204,89 @@ func (e Extras) Markdown(s Summary, load Load) string {
 		if len(notes) > 0 {
 			b.WriteString("\n")
 		}
+	}
+	if pk := e.PortkeyMarkdown(s); pk != "" {
+		b.WriteString("\n### The relay against Portkey's gateway\n\n")
+		b.WriteString("Each relay row's lead over the Portkey row, figure by figure from the tables above: its " +
+			"request rate over Portkey's, and Portkey's cost over its own (CPU, added latency, memory), so " +
+			"above 1× is ahead.\n\n")
+		b.WriteString(pk)
+	}
+	return b.String()
+}
+
+// lead is how far ahead of Portkey a relay row is on one figure: ours over theirs for a rate,
+// theirs over ours for a cost, so above 1× is ahead either way.
+func lead(ours, theirs float64, higherIsBetter bool) string {
+	if ours <= 0 || theirs <= 0 {
+		return "n/a"
+	}
+	x := theirs / ours
+	if higherIsBetter {
+		x = ours / theirs
+	}
+	if x >= 1 {
+		return fmt.Sprintf("%.2f× ahead", x)
+	}
+	return fmt.Sprintf("%.2f× (behind)", x)
+}
+
+// PortkeyMarkdown is each relay row's lead over the Portkey row on every figure both have: the
+// request rate, CPU per request and per streamed chunk, added latency at concurrency 1, peak
+// RSS and memory per held stream. Empty when Portkey was not measured.
+func (e Extras) PortkeyMarkdown(s Summary) string {
+	pk := s.Row("Portkey")
+	if pk == nil {
+		return ""
+	}
+	latency := func(row string) *LatencyResult {
+		var direct, found *LatencyResult
+		for i := range e.Latency {
+			switch e.Latency[i].Row {
+			case "direct":
+				direct = &e.Latency[i]
+			case row:
+				found = &e.Latency[i]
+			}
+		}
+		if direct == nil || found == nil || len(found.Samples) == 0 {
+			return nil
+		}
+		return &LatencyResult{P50: found.P50 - direct.P50, P99: found.P99 - direct.P99}
+	}
+	held := func(row string) float64 {
+		for _, h := range e.Held {
+			if h.Row == row && h.Skipped == "" {
+				return h.PerStream()
+			}
+		}
+		return 0
+	}
+	pkLat, pkHeld := latency("Portkey"), held("Portkey")
+	var b strings.Builder
+	b.WriteString("| row | req/s | CPU / request | CPU / chunk | added p50 | added p99 | peak RSS | KB / held stream |\n" +
+		"|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	p50, p99, kb := "n/a", "n/a", "n/a"
+	if pkLat != nil {
+		p50, p99 = fmt.Sprintf("%.0f µs", us(pkLat.P50)), fmt.Sprintf("%.0f µs", us(pkLat.P99))
+	}
+	if pkHeld > 0 {
+		kb = fmt.Sprintf("%.1f", pkHeld/1024)
+	}
+	fmt.Fprintf(&b, "| Portkey (its figures) | %.0f | %s / 1k | %.1f µs | %s | %s | %s | %s |\n", pk.Load.RPS(),
+		ms(pk.CPUPer1k()), us(pk.CPUPerChunk()), p50, p99, mib(pk.RSS), kb)
+	for _, r := range liveRows(s.Rows) {
+		if !isRelay(r.Target.Row) {
+			continue
+		}
+		p50, p99 := "n/a", "n/a"
+		if lat := latency(r.Target.Row); lat != nil && pkLat != nil {
+			p50, p99 = lead(float64(lat.P50), float64(pkLat.P50), false), lead(float64(lat.P99), float64(pkLat.P99), false)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Target.Row,
+			lead(r.Load.RPS(), pk.Load.RPS(), true), lead(float64(r.CPUPer1k()), float64(pk.CPUPer1k()), false),
+			lead(float64(r.CPUPerChunk()), float64(pk.CPUPerChunk()), false), p50, p99,
+			lead(float64(r.RSS), float64(pk.RSS), false), lead(held(r.Target.Row), pkHeld, false))
 	}
 	return b.String()
 }

@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,9 +28,10 @@ const (
 	heldOpenMax = 30 * time.Second       // one stream's dial, request, head and first event
 )
 
-// heldKeys are the rows the scenario covers (by -only key): nginx as the yardstick, and every
-// relay row. HAProxy's config caps it at 8192 connections (maxconn); Caddy has no goal here.
-var heldKeys = []string{"nginx", "static", "circuit", "worker"}
+// heldKeys are the rows the scenario covers (by -only key): nginx as the yardstick, Portkey as
+// the peer gateway, and every relay row. HAProxy's config caps it at 8192 connections
+// (maxconn); Caddy has no goal here.
+var heldKeys = []string{"nginx", "portkey", "static", "circuit", "worker"}
 
 // HeldResult is one row's figures.
 type HeldResult struct {
@@ -145,9 +147,9 @@ func (b *Bench) heldOne(spec rowSpec, plan heldPlan) HeldResult {
 	// Warm the held path (code pages, pools, the first goroutines) so the idle figure is a
 	// process that has served such streams before, not one that never has.
 	for range 20 {
-		oneCompletion(b.ctx, t.Addr, t.Host)
+		oneCompletion(b.ctx, t)
 	}
-	warm, _, _ := openHeld(b.ctx, t.Addr, t.Host, heldWarm)
+	warm, _, _ := openHeld(b.ctx, t, heldWarm)
 	closeAll(warm)
 	if !pause(b.ctx, 500*time.Millisecond) {
 		return res
@@ -155,7 +157,7 @@ func (b *Bench) heldOne(spec rowSpec, plan heldPlan) HeldResult {
 	res.Idle = CurrentRSS(t.PIDs)
 
 	start := time.Now()
-	conns, failed, firstErr := openHeld(b.ctx, t.Addr, t.Host, n)
+	conns, failed, firstErr := openHeld(b.ctx, t, n)
 	defer closeAll(conns)
 	res.OpenTime = time.Since(start)
 	if firstErr != nil {
@@ -186,14 +188,17 @@ func (b *Bench) heldOne(spec rowSpec, plan heldPlan) HeldResult {
 	return res
 }
 
-// openHeld opens n held streams through addr, heldOpeners at a time, and returns the ones whose
+// openHeld opens n held streams through t, heldOpeners at a time, and returns the ones whose
 // head and first event arrived; the others are counted in failed and the first error kept.
-func openHeld(ctx context.Context, addr, host string, n int) (conns []net.Conn, failed int, firstErr error) {
-	if host == "" {
-		host = addr
+func openHeld(ctx context.Context, t Target, n int) (conns []net.Conn, failed int, firstErr error) {
+	addr, host := t.Addr, cmp.Or(t.Host, t.Addr)
+	req := fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n", completionPath, host)
+	for name, values := range t.Header {
+		for _, v := range values {
+			req = fmt.Appendf(req, "%s: %s\r\n", name, v)
+		}
 	}
-	req := fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
-		"Content-Length: %d\r\n\r\n%s", completionPath, host, len(holdRequest), holdRequest)
+	req = fmt.Appendf(req, "Content-Length: %d\r\n\r\n%s", len(holdRequest), holdRequest)
 	var (
 		mu   sync.Mutex
 		next atomic.Int64

@@ -18,7 +18,7 @@ func TestHeldStreamsLoopback(t *testing.T) {
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
-	conns, failed, err := openHeld(context.Background(), addr, "", 50)
+	conns, failed, err := openHeld(context.Background(), Target{Addr: addr}, 50)
 	defer closeAll(conns)
 	if failed != 0 || len(conns) != 50 {
 		t.Fatalf("openHeld: %d open, %d failed (%v), want 50 open", len(conns), failed, err)
@@ -48,7 +48,7 @@ func TestOpenHeldRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conns, failed, err := openHeld(context.Background(), addr, "", 3)
+	conns, failed, err := openHeld(context.Background(), Target{Addr: addr}, 3)
 	if len(conns) != 0 || failed != 3 || err == nil {
 		t.Fatalf("openHeld to nothing: %d open, %d failed, err %v; want 0, 3, an error", len(conns), failed, err)
 	}

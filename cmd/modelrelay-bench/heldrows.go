@@ -26,14 +26,16 @@ func (b *Bench) startHeldRow(key string, plan heldPlan) (Target, func(), error) 
 		t, err = hb.startProxyAs(publicProxies[0], "nginx-held", func(config string) error {
 			return editFile(config, func(conf string) (string, error) { return nginxHeldConf(conf, plan) })
 		})
+	case "portkey":
+		t, err = hb.startPortkey()
 	case "static":
-		t, err = hb.startRelayStatic("")
+		t, err = hb.startRelayStatic(false)
 	case "circuit":
 		t, err = hb.startRelayCircuit()
 	case "worker":
 		// One request slot per stream: the daemon would queue the rest, and a queued request
 		// is not a held stream.
-		t, err = hb.startRelayWorker(max(workerSlots, plan.n))
+		t, err = hb.startRelayWorker(max(workerSlots, plan.n), false)
 	default:
 		err = fmt.Errorf("no held-streams setup for row %q", key)
 	}

@@ -51,14 +51,14 @@ func measureLatency(ctx context.Context, rows []RowResult, n int, logf func(stri
 	logf("latency at concurrency 1: %d warm-up + %d requests per row, %d rows in turns", latencyWarmup, n, len(paths))
 	for _, p := range paths {
 		for range latencyWarmup {
-			goRequest(ctx, p.client, p.target.Addr, p.target.Host)
+			goRequest(ctx, p.client, p.target)
 		}
 	}
 	for done := 0; done < n && ctx.Err() == nil; done += latencyBatch {
 		for _, p := range paths {
 			for range min(latencyBatch, n-done) {
 				start := time.Now()
-				ok := goRequest(ctx, p.client, p.target.Addr, p.target.Host)
+				ok := goRequest(ctx, p.client, p.target)
 				took := time.Since(start)
 				if !ok {
 					p.res.Errors++

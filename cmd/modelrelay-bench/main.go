@@ -1,10 +1,11 @@
-// Command modelrelay-bench measures modelrelay against nginx, HAProxy and Caddy on one machine
-// in one run: a fake OpenAI upstream, non-streaming load (wrk, or a Go generator), 200
-// concurrent SSE streams, and each proxy's CPU and peak memory. It prints one Markdown table
-// with ratios against the direct path and the best plain proxy, and the targets; then
-// three more: CPU per streamed chunk, added latency at concurrency 1 (-latency-requests
-// sequential completions per row), and memory per held idle stream (-held streams at once
-// through nginx and each relay row).
+// Command modelrelay-bench measures modelrelay against nginx, HAProxy, Caddy and Portkey's AI
+// gateway on one machine in one run: a fake OpenAI upstream, non-streaming load (wrk, or a Go
+// generator), 200 concurrent SSE streams, and each proxy's CPU and peak memory. It prints one
+// Markdown table with ratios against the direct path and the best plain proxy, and the issue's
+// targets; then more: CPU per streamed chunk, added latency at concurrency 1
+// (-latency-requests sequential completions per row), memory per held idle stream (-held
+// streams at once through nginx, Portkey and each relay row), and each relay row's lead over
+// Portkey.
 //
 //	go run ./cmd/modelrelay-bench [-duration 10s] [-only nginx,static] [-skip-install] [-pprof]
 //	                              [-held 10000] [-latency-requests 2000]
@@ -46,9 +47,8 @@ type Options struct {
 	Conns, Streams   int
 	Rounds, Passes   int
 	Pprof            bool
-	Held             int    // idle streams held at once per row; 0 skips the scenario
-	LatencyRequests  int    // sequential requests per row at concurrency 1; 0 skips
-	pprofAddr        string // set when Pprof: where relay static serves net/http/pprof
+	Held             int // idle streams held at once per row; 0 skips the scenario
+	LatencyRequests  int // sequential requests per row at concurrency 1; 0 skips
 }
 
 func main() {
@@ -79,13 +79,13 @@ func parseOptions(args []string, stderr io.Writer) (Options, error) {
 	fs.SetOutput(stderr)
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured non-streaming run per row")
 	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "unmeasured non-streaming run before it")
-	fs.StringVar(&o.Only, "only", "", "comma list of rows: nginx,haproxy,caddy,static,circuit,worker (direct always runs)")
+	fs.StringVar(&o.Only, "only", "", "comma list of rows: nginx,haproxy,caddy,portkey,static,circuit,worker (direct always runs)")
 	fs.BoolVar(&o.SkipInstall, "skip-install", false, "do not apt-get install missing tools; skip their rows")
 	fs.IntVar(&o.Conns, "conns", 64, "non-streaming connections")
 	fs.IntVar(&o.Streams, "streams", 200, "concurrent SSE streams")
 	fs.IntVar(&o.Rounds, "rounds", 5, "waves of SSE streams per row")
 	fs.IntVar(&o.Passes, "passes", 3, "slices the -duration of each row is split into, taken in turns across rows")
-	fs.BoolVar(&o.Pprof, "pprof", false, "after the measurements, save CPU and heap profiles of relay static under one more non-streaming run")
+	fs.BoolVar(&o.Pprof, "pprof", false, "after the measurements, save CPU profiles of relay static and relay worker (server and daemon) under one more non-streaming run and one more SSE run, and their heap profiles")
 	fs.IntVar(&o.Held, "held", 10000, "idle SSE streams held at once through nginx and each relay row, for memory per stream (0 = skip)")
 	fs.IntVar(&o.LatencyRequests, "latency-requests", 2000, "sequential requests per row at concurrency 1, for added latency (0 = skip)")
 	if err := fs.Parse(args); err != nil {

@@ -51,9 +51,9 @@ func (r RowResult) CPUPerChunk() time.Duration {
 
 func (l Load) nonStreaming(ctx context.Context, tmp string, t Target, d time.Duration) (LoadResult, error) {
 	if l.Wrk != "" {
-		return runWrk(ctx, l.Wrk, tmp, t.Addr, t.Host, l.Conns, d)
+		return runWrk(ctx, l.Wrk, tmp, t, l.Conns, d)
 	}
-	return runGoLoad(ctx, t.Addr, t.Host, l.Conns, d), nil
+	return runGoLoad(ctx, t, l.Conns, d), nil
 }
 
 // measureAll drives every started row. Rows take turns, slice by slice and SSE round by SSE
@@ -87,7 +87,7 @@ func measureAll(ctx context.Context, tmp string, l Load, rows []RowResult, logf 
 		logf("SSE round %d/%d (%d streams per row)", round+1, l.Rounds, l.Streams)
 		for r := range live {
 			cpu0 := CPUTime(r.Target.PIDs)
-			r.SSE.add(runSSE(ctx, r.Target.Addr, r.Target.Host, l.Streams))
+			r.SSE.add(runSSE(ctx, r.Target, l.Streams))
 			r.SSECPU += CPUTime(r.Target.PIDs) - cpu0
 		}
 	}

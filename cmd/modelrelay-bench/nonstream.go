@@ -26,7 +26,7 @@ func (r LoadResult) RPS() float64 {
 
 // runGoLoad is the fallback generator when wrk is missing: conns loops, each with its own
 // keep-alive connection, POSTing completions until the duration is over.
-func runGoLoad(ctx context.Context, addr, host string, conns int, d time.Duration) LoadResult {
+func runGoLoad(ctx context.Context, t Target, conns int, d time.Duration) LoadResult {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	client := &http.Client{Transport: newTransport(conns), Timeout: 10 * time.Second}
@@ -44,7 +44,7 @@ func runGoLoad(ctx context.Context, addr, host string, conns int, d time.Duratio
 			var failed int64
 			for ctx.Err() == nil {
 				t0 := time.Now()
-				if goRequest(ctx, client, addr, host) {
+				if goRequest(ctx, client, t) {
 					mine = append(mine, time.Since(t0))
 				} else if ctx.Err() == nil {
 					failed++
@@ -63,8 +63,8 @@ func runGoLoad(ctx context.Context, addr, host string, conns int, d time.Duratio
 	return res
 }
 
-func goRequest(ctx context.Context, client *http.Client, addr, host string) bool {
-	req, err := newCompletionRequest(ctx, addr, host, completionRequest)
+func goRequest(ctx context.Context, client *http.Client, t Target) bool {
+	req, err := newCompletionRequest(ctx, t, completionRequest)
 	if err != nil {
 		return false
 	}

@@ -327,7 +327,7 @@ func (w placementWorkload) ask(ctx context.Context, client *http.Client, addr st
 	if err != nil {
 		return "", turnResult{end: time.Now(), err: fmt.Errorf("encode request: %w", err)}
 	}
-	httpReq, err := newCompletionRequest(ctx, addr, "", string(body))
+	httpReq, err := newCompletionRequest(ctx, Target{Addr: addr}, string(body))
 	if err != nil {
 		return "", turnResult{end: time.Now(), err: err}
 	}

@@ -30,7 +30,7 @@ func buildRelay(repoRoot, dir string) (relayBinaries, error) {
 }
 
 // relayEnv is the environment every relay process gets: quiet logs, and a pprof endpoint
-// when the run asked for a profile.
+// when pprofAddr is set.
 func relayEnv(pprofAddr string) []string {
 	env := []string{"LOG_LEVEL=warn"}
 	if pprofAddr != "" {
@@ -39,8 +39,23 @@ func relayEnv(pprofAddr string) []string {
 	return env
 }
 
-// startRelayStatic runs modelrelay-server with the fake model server as its one static backend.
-func (b *Bench) startRelayStatic(pprofAddr string) (Target, error) {
+// pprofFor gives the named process of t a profiling address when on, and "" (none) when not.
+func (t *Target) pprofFor(on bool, name string) (string, error) {
+	if !on {
+		return "", nil
+	}
+	addr, err := FreePort()
+	if err != nil {
+		return "", err
+	}
+	t.Pprof = append(t.Pprof, pprofEndpoint{name: name, addr: addr})
+	return addr, nil
+}
+
+// startRelayStatic runs modelrelay-server with the fake model server as its one static
+// backend; pprof gives it a profiling endpoint.
+func (b *Bench) startRelayStatic(pprof bool) (Target, error) {
+	t := Target{Row: "relay static"}
 	dir := filepath.Join(b.tmp, "relay-static")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Target{}, fmt.Errorf("temp dir for relay: %w", err)
@@ -54,54 +69,67 @@ func (b *Bench) startRelayStatic(pprofAddr string) (Target, error) {
 	if err != nil {
 		return Target{}, err
 	}
+	pprofAddr, err := t.pprofFor(pprof, "relay-static")
+	if err != nil {
+		return Target{}, err
+	}
 	cmd, err := b.children.Start("relay-static", relayEnv(pprofAddr), b.bins.server, "--config", config)
 	if err != nil {
 		return Target{}, err
 	}
-	if err := waitCompletion(b, listen, ""); err != nil {
-		b.children.Stop(cmd)
+	t.Addr, t.PIDs, t.stop = listen, []int{cmd.Process.Pid}, func() { b.children.Stop(cmd) }
+	if err := waitCompletion(b, t); err != nil {
+		t.Stop()
 		return Target{}, fmt.Errorf("relay (static) not serving (see relay-static.log in %s): %w", b.tmp, err)
 	}
-	return Target{Row: "relay static", Addr: listen, PIDs: []int{cmd.Process.Pid},
-		stop: func() { b.children.Stop(cmd) }}, nil
+	return t, nil
 }
 
 // startRelayWorker runs modelrelay-server with no backends and one modelrelay-worker dialing
 // in over WebSocket; the worker forwards to the fake model server, up to slots requests at
-// once. Both processes count.
-func (b *Bench) startRelayWorker(slots int) (Target, error) {
+// once. Both processes count; pprof gives each a profiling endpoint.
+func (b *Bench) startRelayWorker(slots int, pprof bool) (Target, error) {
+	t := Target{Row: "relay worker", Note: "relay worker: CPU and RSS are modelrelay-server plus modelrelay-worker"}
 	listen, err := FreePort()
 	if err != nil {
 		return Target{}, err
 	}
+	serverPprof, err := t.pprofFor(pprof, "relay-worker-server")
+	if err != nil {
+		return Target{}, err
+	}
+	daemonPprof, err := t.pprofFor(pprof, "relay-worker-daemon")
+	if err != nil {
+		return Target{}, err
+	}
 	const secret = "bench-worker-secret"
-	server, err := b.children.Start("relay-worker-server", relayEnv(""), b.bins.server,
+	server, err := b.children.Start("relay-worker-server", relayEnv(serverPprof), b.bins.server,
 		"--listen", listen, "--worker-secret", secret, "--max-queue-len", "0")
 	if err != nil {
 		return Target{}, err
 	}
-	worker, err := b.children.Start("relay-worker-daemon", []string{"LOG_LEVEL=warn"}, b.bins.worker,
+	worker, err := b.children.Start("relay-worker-daemon", relayEnv(daemonPprof), b.bins.worker,
 		"--proxy-url", "http://"+listen, "--worker-secret", secret, "--backend-url", "http://"+b.upstream,
 		"--models", benchModel, "--max-concurrency", strconv.Itoa(slots), "--worker-name", "bench")
-	stop := func() { b.children.Stop(worker); b.children.Stop(server) }
 	if err != nil {
 		b.children.Stop(server)
 		return Target{}, err
 	}
-	if err := waitCompletion(b, listen, ""); err != nil {
-		stop()
+	t.Addr, t.PIDs = listen, []int{server.Process.Pid, worker.Process.Pid}
+	t.stop = func() { b.children.Stop(worker); b.children.Stop(server) }
+	if err := waitCompletion(b, t); err != nil {
+		t.Stop()
 		return Target{}, fmt.Errorf("relay (worker) not serving (see relay-worker-*.log in %s): %w", b.tmp, err)
 	}
-	return Target{Row: "relay worker", Addr: listen, PIDs: []int{server.Process.Pid, worker.Process.Pid},
-		Note: "relay worker: CPU and RSS are modelrelay-server plus modelrelay-worker", stop: stop}, nil
+	return t, nil
 }
 
-// waitCompletion polls until one non-streaming completion through addr succeeds: the relay
+// waitCompletion polls until one non-streaming completion through t succeeds: the relay
 // answers /v1/models before its backends are known, so only a real request proves readiness.
-func waitCompletion(b *Bench, addr, host string) error {
+func waitCompletion(b *Bench, t Target) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		err := oneCompletion(b.ctx, addr, host)
+		err := oneCompletion(b.ctx, t)
 		if err == nil {
 			return nil
 		}

@@ -13,7 +13,7 @@ import (
 func report(stdout io.Writer, tmp string, rows []RowResult, notes []string, load Load, extras Extras) error {
 	s := summarize(rows)
 	var b strings.Builder
-	fmt.Fprintf(&b, "## modelrelay vs nginx / HAProxy / Caddy\n\n")
+	fmt.Fprintf(&b, "## modelrelay vs nginx / HAProxy / Caddy / Portkey\n\n")
 	fmt.Fprintf(&b, "Machine: %s\n\n", Machine())
 	gen := "wrk -t2"
 	if load.Wrk == "" {

@@ -18,9 +18,10 @@ var rowSpecs = []rowSpec{
 	{key: "nginx", row: "nginx", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[0]) }},
 	{key: "haproxy", row: "HAProxy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[1]) }},
 	{key: "caddy", row: "Caddy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[2]) }},
-	{key: "static", row: "relay static", start: func(b *Bench, o Options) (Target, error) { return b.startRelayStatic(o.pprofAddr) }},
+	{key: "portkey", row: "Portkey", start: func(b *Bench, _ Options) (Target, error) { return b.startPortkey() }},
+	{key: "static", row: "relay static", start: func(b *Bench, o Options) (Target, error) { return b.startRelayStatic(o.Pprof) }},
 	{key: "circuit", row: "relay circuit", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayCircuit() }},
-	{key: "worker", row: "relay worker", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayWorker(workerSlots) }},
+	{key: "worker", row: "relay worker", start: func(b *Bench, o Options) (Target, error) { return b.startRelayWorker(workerSlots, o.Pprof) }},
 }
 
 // workerSlots is the worker daemon's --max-concurrency in the main table: above the 64
@@ -46,7 +47,7 @@ func selectRows(only string) ([]rowSpec, error) {
 			}
 		}
 		if !known {
-			return nil, fmt.Errorf("-only: unknown row %q (rows: direct, nginx, haproxy, caddy, static, circuit, worker)", name)
+			return nil, fmt.Errorf("-only: unknown row %q (rows: direct, nginx, haproxy, caddy, portkey, static, circuit, worker)", name)
 		}
 	}
 	var out []rowSpec

@@ -46,11 +46,6 @@ func runBench(ctx context.Context, opts Options, rows []rowSpec, stdout, stderr 
 	if err := b.startUpstream(); err != nil {
 		return err
 	}
-	if opts.Pprof {
-		if opts.pprofAddr, err = FreePort(); err != nil {
-			return err
-		}
-	}
 
 	results := b.startRows(rows, opts)
 	stopRows := func() {
@@ -77,8 +72,8 @@ func runBench(ctx context.Context, opts Options, rows []rowSpec, stdout, stderr 
 			return ctx.Err()
 		}
 	}
-	if opts.pprofAddr != "" {
-		b.profileStatic(results, opts.pprofAddr, load)
+	if opts.Pprof {
+		b.profileRows(results, load)
 	} else {
 		// The binaries are only worth keeping next to a profile; the rest of the dir is small.
 		defer os.RemoveAll(filepath.Join(tmp, "bin"))
@@ -116,36 +111,59 @@ func (b *Bench) startRows(rows []rowSpec, opts Options) []RowResult {
 	return out
 }
 
-// profileStatic drives relay static once more, outside the measured passes, while its pprof
-// endpoint records a CPU profile; then it saves a heap profile.
-func (b *Bench) profileStatic(rows []RowResult, pprofAddr string, load Load) {
-	var static *RowResult
-	for i := range rows {
-		if rows[i].Target.Row == "relay static" && rows[i].Skipped == "" {
-			static = &rows[i]
+// pprofEndpoint is one process of a row that serves net/http/pprof.
+type pprofEndpoint struct {
+	name string // the process, as in its log's name: relay-static, relay-worker-daemon, …
+	addr string
+}
+
+// profileRows profiles every row that serves profiles, one row at a time, outside the
+// measured passes: a CPU profile of each of its processes under one more non-streaming run,
+// another under SSE rounds, then a heap profile of each.
+func (b *Bench) profileRows(rows []RowResult, load Load) {
+	for _, r := range rows {
+		if r.Skipped != "" || len(r.Target.Pprof) == 0 || b.ctx.Err() != nil {
+			continue
+		}
+		t := r.Target
+		secs := max(1, int(load.Duration.Seconds())-1)
+		b.profileUnder(t, "cpu", secs, func() {
+			if _, err := load.nonStreaming(b.ctx, b.tmp, t, load.Duration); err != nil {
+				b.logf("pprof: %s: load: %v", t.Row, err)
+			}
+		})
+		const sseSecs = 3
+		b.profileUnder(t, "sse-cpu", sseSecs, func() {
+			for end := time.Now().Add(sseSecs * time.Second); time.Now().Before(end) && b.ctx.Err() == nil; {
+				runSSE(b.ctx, t, load.Streams)
+			}
+		})
+		for _, p := range t.Pprof {
+			path := filepath.Join(b.tmp, p.name+"-heap.pprof")
+			if err := fetchProfile(b.ctx, "http://"+p.addr+"/debug/pprof/heap", path); err != nil {
+				b.logf("pprof: %v", err)
+			}
+		}
+		b.logf("pprof: profiles of %s in %s: <process>-cpu.pprof, -sse-cpu.pprof, -heap.pprof (binaries in %s)",
+			t.Row, b.tmp, filepath.Join(b.tmp, "bin"))
+	}
+}
+
+// profileUnder records a CPU profile of secs seconds from every process of t, saved as
+// <process>-<kind>.pprof, while drive puts the load on.
+func (b *Bench) profileUnder(t Target, kind string, secs int, drive func()) {
+	errs := make(chan error, len(t.Pprof))
+	for _, p := range t.Pprof {
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.addr, secs)
+		path := filepath.Join(b.tmp, p.name+"-"+kind+".pprof")
+		go func() { errs <- fetchProfile(b.ctx, url, path) }()
+	}
+	drive()
+	for range t.Pprof {
+		if err := <-errs; err != nil {
+			b.logf("pprof: %v", err)
 		}
 	}
-	if static == nil {
-		return
-	}
-	secs := max(1, int(load.Duration.Seconds())-1)
-	cpuPath := filepath.Join(b.tmp, "relay-static-cpu.pprof")
-	done := make(chan error, 1)
-	go func() {
-		done <- fetchProfile(b.ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, secs), cpuPath)
-	}()
-	if _, err := load.nonStreaming(b.ctx, b.tmp, static.Target, load.Duration); err != nil {
-		b.logf("pprof: load: %v", err)
-	}
-	if err := <-done; err != nil {
-		b.logf("pprof: %v", err)
-		return
-	}
-	heapPath := filepath.Join(b.tmp, "relay-static-heap.pprof")
-	if err := fetchProfile(b.ctx, "http://"+pprofAddr+"/debug/pprof/heap", heapPath); err != nil {
-		b.logf("pprof: %v", err)
-	}
-	b.logf("pprof: profiles of relay static: %s %s (binary %s)", cpuPath, heapPath, b.bins.server)
 }
 
 func needsRelay(rows []rowSpec) bool {

@@ -92,13 +92,13 @@ func runSoak(ctx context.Context, hold time.Duration, stdout, stderr io.Writer) 
 	if err := b.startUpstream(); err != nil {
 		return err
 	}
-	relay, err := b.startRelayStatic("")
+	relay, err := b.startRelayStatic(false)
 	if err != nil {
 		return err
 	}
 	pid := relay.PIDs[0]
 	for range 100 {
-		oneCompletion(ctx, relay.Addr, "")
+		oneCompletion(ctx, relay)
 	}
 	idle := currentRSS(pid)
 	fmt.Fprintf(stdout, "| phase | relay RSS | over idle | request p50 | request p99 | failed |\n|---|---|---|---|---|---|\n")
@@ -132,7 +132,7 @@ func soakOne(ctx context.Context, addr string, pid int, ph soakPhase, hold time.
 	end := time.Now().Add(hold)
 	for time.Now().Before(end) && ctx.Err() == nil {
 		start := time.Now()
-		if oneCompletion(ctx, addr, "") != nil {
+		if oneCompletion(ctx, Target{Addr: addr}) != nil {
 			failed++
 		}
 		lat = append(lat, time.Since(start))

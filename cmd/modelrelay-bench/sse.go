@@ -34,7 +34,7 @@ func (r *SSEResult) add(o SSEResult) {
 
 // runSSE opens streams concurrent streams, one connection each, and records when each data
 // event arrives.
-func runSSE(ctx context.Context, addr, host string, streams int) SSEResult {
+func runSSE(ctx context.Context, t Target, streams int) SSEResult {
 	client := &http.Client{Transport: newTransport(streams), Timeout: 60 * time.Second}
 	defer client.CloseIdleConnections()
 	var (
@@ -44,7 +44,7 @@ func runSSE(ctx context.Context, addr, host string, streams int) SSEResult {
 	)
 	for range streams {
 		wg.Go(func() {
-			one := readStream(ctx, client, addr, host)
+			one := readStream(ctx, client, t)
 			mu.Lock()
 			defer mu.Unlock()
 			res.Streams++
@@ -68,8 +68,8 @@ type streamResult struct {
 	excess []time.Duration
 }
 
-func readStream(ctx context.Context, client *http.Client, addr, host string) streamResult {
-	req, err := newCompletionRequest(ctx, addr, host, streamRequest)
+func readStream(ctx context.Context, client *http.Client, t Target) streamResult {
+	req, err := newCompletionRequest(ctx, t, streamRequest)
 	if err != nil {
 		return streamResult{}
 	}

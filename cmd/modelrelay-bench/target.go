@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"text/template"
@@ -13,9 +14,15 @@ type Target struct {
 	Row  string
 	Addr string // 127.0.0.1:port
 	Host string // Host header; empty means Addr
-	PIDs []int  // roots of the process trees measured; none for the direct row
-	Note string // a caveat printed under the table
-	stop func() // ends every process this row started
+	// Header is sent with every request besides Content-Type: what a row needs to route it
+	// (Portkey reads the provider and the upstream from headers).
+	Header http.Header
+	PIDs   []int  // roots of the process trees measured; none for the direct row
+	Note   string // a caveat printed under the table
+	// Pprof are the row's processes that serve net/http/pprof (-pprof), profiled after the
+	// measurements.
+	Pprof []pprofEndpoint
+	stop  func() // ends every process this row started
 }
 
 // Stop ends the row's processes; safe on the direct row, which owns none.

@@ -59,6 +59,25 @@ func (s Summary) Targets() []check {
 	add("relay worker ≥ 0.6× relay static req/s", []*RowResult{static, worker}, func() check {
 		return atLeast(worker.Load.RPS()/static.Load.RPS(), 0.6, "×")
 	})
+	add("relay worker CPU per request ≤ 3× nginx", []*RowResult{worker, nginx}, func() check {
+		return atMost(float64(worker.CPUPer1k())/float64(nginx.CPUPer1k()), 3, "×")
+	})
+	portkey := s.Row("Portkey")
+	add("every relay row ahead of Portkey on req/s, CPU per request and peak RSS", []*RowResult{portkey}, func() check {
+		var behind []string
+		for _, r := range []*RowResult{static, circuit, worker} {
+			if r == nil {
+				continue
+			}
+			if r.Load.RPS() <= portkey.Load.RPS() || r.CPUPer1k() >= portkey.CPUPer1k() || r.RSS >= portkey.RSS {
+				behind = append(behind, r.Target.Row)
+			}
+		}
+		if len(behind) > 0 {
+			return check{detail: "behind on at least one: " + strings.Join(behind, ", ")}
+		}
+		return check{ok: true, detail: "see the lead table above"}
+	})
 	add("relay static peak RSS < 40 MiB at 200 streams", []*RowResult{static}, func() check {
 		got := float64(static.RSS) / (1 << 20)
 		return check{ok: got < 40, detail: fmt.Sprintf("%.1f MiB (margin %.1f MiB)", got, 40-got)}

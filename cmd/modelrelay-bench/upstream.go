@@ -143,9 +143,10 @@ func serveStream(w http.ResponseWriter, r *http.Request) {
 }
 
 // holdMarker in a streamed request asks for an idle stream (see holdRequest). It is a body
-// member rather than a header because every proxy under test passes the body on byte for byte,
-// while the worker path carries only some headers.
-var holdMarker = []byte(`"bench_hold":true`)
+// member rather than a header because every proxy under test passes the body on, while the
+// worker path carries only some headers; and it is OpenAI's own "user" member because a
+// gateway that rebuilds the body from the parameters it knows (Portkey) keeps that one.
+var holdMarker = []byte(`"user":"bench-hold"`)
 
 // heldCap bounds a held stream whose client vanished without the connection closing.
 const heldCap = 10 * time.Minute

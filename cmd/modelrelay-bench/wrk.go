@@ -20,7 +20,7 @@ wrk.headers["Content-Type"] = "application/json"
 `
 
 // runWrk drives addr with wrk (two threads, conns connections) for d and parses its summary.
-func runWrk(ctx context.Context, wrk, tmp, addr, host string, conns int, d time.Duration) (LoadResult, error) {
+func runWrk(ctx context.Context, wrk, tmp string, t Target, conns int, d time.Duration) (LoadResult, error) {
 	script := filepath.Join(tmp, "post.lua")
 	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
 		return LoadResult{}, fmt.Errorf("write wrk script: %w", err)
@@ -28,10 +28,15 @@ func runWrk(ctx context.Context, wrk, tmp, addr, host string, conns int, d time.
 	secs := max(1, int(d.Round(time.Second)/time.Second))
 	args := []string{"-t2", fmt.Sprintf("-c%d", conns), fmt.Sprintf("-d%ds", secs), "--latency",
 		"--timeout", "10s", "-s", script}
-	if host != "" {
-		args = append(args, "-H", "Host: "+host)
+	if t.Host != "" {
+		args = append(args, "-H", "Host: "+t.Host)
 	}
-	args = append(args, "http://"+addr+completionPath)
+	for name, values := range t.Header {
+		for _, v := range values {
+			args = append(args, "-H", name+": "+v)
+		}
+	}
+	args = append(args, "http://"+t.Addr+completionPath)
 	// wrk stops itself after d; the context bound is a safety net for a hung wrk.
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()

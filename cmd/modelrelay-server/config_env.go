@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"modelrelay/cmd/internal/pprofserve"
 )
 
 // envPrefixes mark the variables that are meant for this server: one of them that names no
@@ -12,7 +14,7 @@ import (
 var envPrefixes = []string{"MODELRELAY_", "APPPROXY_"}
 
 // otherEnvVars are prefixed variables the server reads outside the settings table.
-var otherEnvVars = []string{envConfigFile, "MODELRELAY_PPROF"}
+var otherEnvVars = []string{envConfigFile, pprofserve.EnvVar}
 
 // envValues reads the environment. An empty variable counts as unset, as most shells and
 // orchestrators cannot tell the two apart.

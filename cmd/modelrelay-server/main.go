@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"modelrelay/cmd/internal/pprofserve"
 	"modelrelay/relay"
 	"modelrelay/relay/admin"
 	"modelrelay/relay/cache"
@@ -64,8 +65,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if addr := getenv("MODELRELAY_PPROF"); addr != "" {
-		startProfiler(ctx, addr, log)
+	if addr := getenv(pprofserve.EnvVar); addr != "" {
+		pprofserve.Start(ctx, addr, log)
 	}
 	if err := serve(ctx, cfg, log); err != nil {
 		fmt.Fprintln(stderr, "modelrelay-server:", err)

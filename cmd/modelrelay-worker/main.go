@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"modelrelay/cmd/internal/pprofserve"
 	"modelrelay/relay/daemon"
 )
 
@@ -70,6 +71,9 @@ func run(signals context.Context, stopSignals func(), args []string,
 	// Run gets its own context: a signal means drain, not abort.
 	runCtx, abort := context.WithCancel(context.Background())
 	defer abort()
+	if addr, ok := lookupEnv(pprofserve.EnvVar); ok && addr != "" {
+		pprofserve.Start(runCtx, addr, log)
+	}
 	done := make(chan error, 1)
 	go func() { done <- d.Run(runCtx) }()
 	select {

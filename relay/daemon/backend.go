@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,11 +18,14 @@ import (
 	"modelrelay/protocol"
 	"modelrelay/relay/endpoint"
 	"modelrelay/relay/h1"
+	"modelrelay/relay/wsconn"
 )
 
 // streamBuffers hold one backend read of a stream: the most one response_chunk carries. They
-// are pooled, and small: a held stream keeps its buffer while it waits for the next event.
-var streamBuffers = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
+// are pooled, and small, because a held stream keeps its buffer while it waits for the next
+// event: 2 KiB holds many token events (a few hundred bytes each), reads below the backend
+// connection's own 4 KiB buffer take what it has, and a larger burst goes out in a few frames.
+var streamBuffers = sync.Pool{New: func() any { b := make([]byte, 2<<10); return &b }}
 
 // errServerCancel is the cause of a job's context when the server sent cancel.
 var errServerCancel = errors.New("cancelled by the server")
@@ -75,47 +79,57 @@ func (b *backend) closeIdle() {
 	b.client.CloseIdleConnections()
 }
 
-// emitFunc hands one streamed piece of the body to the session.
-type emitFunc func(chunk string) error
+// emitFunc hands one streamed piece of the body to the session, which encodes it before it
+// returns: chunk is valid only during the call.
+type emitFunc func(chunk []byte) error
 
 // forward runs one request against the backend and returns its response_complete. It never
 // fails: a backend that cannot be reached becomes a 502. When ctx is cancelled the backend
 // call is aborted and the returned status is meaningless; the caller decides what to send.
-func (b *backend) forward(ctx context.Context, req protocol.Request, emit emitFunc) protocol.ResponseComplete {
+// A whole answer's body comes back in body, a wsconn buffer (nil: the complete's own Body),
+// which the caller releases.
+func (b *backend) forward(ctx context.Context, req protocol.Request, emit emitFunc) (c protocol.ResponseComplete, body *[]byte) {
 	if !strings.HasPrefix(req.EndpointPath, "/") {
-		return failPath.complete(req.RequestID, req.EndpointPath)
+		return failPath.complete(req.RequestID, req.EndpointPath), nil
 	}
 	target, err := url.Parse(b.base + req.EndpointPath)
 	if err != nil {
-		return failPath.complete(req.RequestID, req.EndpointPath)
+		return failPath.complete(req.RequestID, req.EndpointPath), nil
 	}
 	// Replayable: a pooled connection the backend closed while idle is found out before any
 	// answer, and the request goes again on a fresh one (as the relay does with upstreams).
 	resp, err := b.h1.Do(ctx, &h1.Request{URL: target, Header: backendRequestHeaders(req.Headers),
 		Body: strings.NewReader(req.Body), ContentLength: int64(len(req.Body)), Replayable: true})
 	if err != nil {
-		return b.fail(ctx, req, "backend request failed", err)
+		return b.fail(ctx, req, "backend request failed", err), nil
 	}
 	defer resp.Body.Close()
 	// A streaming request the backend refused (a 4xx with a JSON error) is relayed whole, so
 	// the client sees the backend's status instead of a 200 event stream holding an error.
 	if req.IsStreaming && resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return b.stream(ctx, req, resp, emit)
+		return b.stream(ctx, req, resp, emit), nil
 	}
 	return b.whole(ctx, req, resp)
 }
 
-func (b *backend) whole(ctx context.Context, req protocol.Request, resp *h1.Response) protocol.ResponseComplete {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, b.maxBody+1))
-	if err != nil {
-		return b.fail(ctx, req, "reading backend response", err)
+// whole reads a whole answer into a wsconn buffer, which the frame is then encoded from.
+func (b *backend) whole(ctx context.Context, req protocol.Request, resp *h1.Response) (protocol.ResponseComplete, *[]byte) {
+	body := wsconn.Buffer()
+	if n := resp.ContentLength; n > 0 && n <= b.maxBody {
+		*body = slices.Grow(*body, int(n))
 	}
-	if int64(len(body)) > b.maxBody {
-		return tooLargeForFrame(b.maxBody).complete(req.RequestID, req.EndpointPath)
+	var err error
+	*body, err = wsconn.ReadAll(*body, io.LimitReader(resp.Body, b.maxBody+1))
+	switch {
+	case err != nil:
+		wsconn.Release(body)
+		return b.fail(ctx, req, "reading backend response", err), nil
+	case int64(len(*body)) > b.maxBody:
+		wsconn.Release(body)
+		return tooLargeForFrame(b.maxBody).complete(req.RequestID, req.EndpointPath), nil
 	}
-	s := string(body)
 	return protocol.ResponseComplete{RequestID: req.RequestID, StatusCode: uint16(resp.StatusCode),
-		Headers: frameHeaders(resp.Header), Body: &s}
+		Headers: frameHeaders(resp.Header)}, body
 }
 
 // stream sends one chunk per backend read, cut on rune boundaries, then a response_complete
@@ -129,7 +143,7 @@ func (b *backend) stream(ctx context.Context, req protocol.Request, resp *h1.Res
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			if piece := cut.cut(buf[:n]); len(piece) > 0 {
-				if eerr := emit(string(piece)); eerr != nil {
+				if eerr := emit(piece); eerr != nil {
 					return backendFailure("relaying stream: "+eerr.Error()).complete(req.RequestID, req.EndpointPath)
 				}
 			}
@@ -143,7 +157,7 @@ func (b *backend) stream(ctx context.Context, req protocol.Request, resp *h1.Res
 		}
 	}
 	if rest := cut.flush(); len(rest) > 0 {
-		if err := emit(string(rest)); err != nil {
+		if err := emit(rest); err != nil {
 			return backendFailure("relaying stream: "+err.Error()).complete(req.RequestID, req.EndpointPath)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"modelrelay/relay/wsconn"
 )
 
 // Daemon keeps one worker connected to one or several relay servers, reconnecting to each for
@@ -171,7 +174,7 @@ func (d *Daemon) connect(ctx context.Context, connectURL string, log *slog.Logge
 		}
 	}()
 	models, discovered := d.resolveModels(dctx, log)
-	conn, err := d.dial(dctx, connectURL)
+	conn, batch, err := d.dial(dctx, connectURL)
 	if err != nil {
 		return sessionEnd{err: err, refused: errors.Is(err, errSecretRefused)}
 	}
@@ -181,7 +184,7 @@ func (d *Daemon) connect(ctx context.Context, connectURL string, log *slog.Logge
 		"max_concurrency", d.cfg.MaxConcurrency)
 	s := &session{
 		cfg: d.cfg, log: log, backend: d.backend, conn: conn,
-		out: newOutbox(conn, d.cfg.WriteTimeout, d.cfg.MaxFrameBytes), flights: newFlights(),
+		out: newOutbox(conn, batch, d.cfg.WriteTimeout, d.cfg.MaxFrameBytes), flights: newFlights(),
 		slots: d.slots, stopping: d.stopping, models: models,
 		refresh:    func(ctx context.Context) ([]string, bool) { return d.resolveModels(ctx, log) },
 		rediscover: !discovered,
@@ -221,20 +224,30 @@ func (d *Daemon) loadChanged(from *session) {
 	}
 }
 
-func (d *Daemon) dial(ctx context.Context, connectURL string) (*websocket.Conn, error) {
-	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: d.cfg.DialTimeout}
+// dial connects to the server; batch is the socket under the WebSocket (under TLS, if any).
+func (d *Daemon) dial(ctx context.Context, connectURL string) (conn *websocket.Conn, batch *wsconn.Conn, err error) {
+	var tcp net.Dialer
+	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: d.cfg.DialTimeout,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := tcp.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			batch = wsconn.New(c)
+			return batch, nil
+		}}
 	header := http.Header{"X-Worker-Secret": []string{d.cfg.WorkerSecret}}
 	conn, resp, err := dialer.DialContext(ctx, connectURL, header)
 	if err != nil {
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
-			return nil, fmt.Errorf("connect to %s: handshake answered %s: %w", redact(connectURL), resp.Status, errSecretRefused)
+			return nil, nil, fmt.Errorf("connect to %s: handshake answered %s: %w", redact(connectURL), resp.Status, errSecretRefused)
 		}
 		if resp != nil {
-			return nil, fmt.Errorf("connect to %s: handshake answered %s", redact(connectURL), resp.Status)
+			return nil, nil, fmt.Errorf("connect to %s: handshake answered %s", redact(connectURL), resp.Status)
 		}
-		return nil, fmt.Errorf("connect to %s: %w", redact(connectURL), err)
+		return nil, nil, fmt.Errorf("connect to %s: %w", redact(connectURL), err)
 	}
-	return conn, nil
+	return conn, batch, nil
 }
 
 // errSecretRefused is the relay refusing the worker secret: a 401 or 403 to the handshake (the

@@ -8,7 +8,10 @@ import (
 )
 
 // backendRequestHeaders turns the frame's headers into the backend request's, dropping what
-// must not be forwarded and anything net/http would refuse to send.
+// must not be forwarded and anything net/http would refuse to send. Names stay lowercase, as
+// the frame has them and as the Rust worker sends them (field names are case-insensitive): the
+// request's writer sends names as given, so none needs a canonical copy, and the values share
+// one slice.
 func backendRequestHeaders(in protocol.Headers) http.Header {
 	out := make(http.Header, len(in))
 	var conn []string
@@ -18,14 +21,16 @@ func backendRequestHeaders(in protocol.Headers) http.Header {
 		}
 	}
 	listed := protocol.ConnectionListed(conn)
+	values := make([]string, 0, len(in))
 	for name, value := range in {
-		lname := strings.ToLower(name)
+		lname := strings.ToLower(name) // no copy when it is lowercase already
 		// accept-encoding too: the backend must answer uncompressed, because bodies travel as
 		// JSON strings and must stay text.
 		if !protocol.EndToEnd(lname, listed) || lname == "accept-encoding" || !validHeader(lname, value) {
 			continue
 		}
-		out.Set(lname, value)
+		values = append(values, value)
+		out[lname] = values[len(values)-1 : len(values) : len(values)]
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/wsconn"
 )
 
 // slotWait bounds how long a request waits for a slot when the daemon serves several relays:
@@ -65,12 +66,14 @@ func (s *session) refuse(ctx context.Context, req protocol.Request, why failure)
 func (s *session) serve(ctx, jctx context.Context, jcancel context.CancelCauseFunc, req protocol.Request) {
 	defer s.flights.done()
 	start := time.Now()
-	emit := func(chunk string) error {
-		return s.out.send(jctx, protocol.ResponseChunk{RequestID: req.RequestID, Chunk: chunk})
-	}
-	final := s.backend.forward(jctx, req, emit)
+	emit := func(chunk []byte) error { return s.out.sendChunk(jctx, req.RequestID, chunk) }
+	final, body := s.backend.forward(jctx, req, emit)
 	if errors.Is(context.Cause(jctx), errServerCancel) {
 		final = cancelledComplete(req.RequestID)
+		if body != nil {
+			wsconn.Release(body)
+			body = nil
+		}
 	}
 	// The slot is free before the response_complete is queued: the server may hand out the
 	// next request the moment it reads that frame.
@@ -81,7 +84,7 @@ func (s *session) serve(ctx, jctx context.Context, jcancel context.CancelCauseFu
 	s.log.Debug("request done", "request_id", req.RequestID, "model", req.Model,
 		"path", req.EndpointPath, "streaming", req.IsStreaming, "status", final.StatusCode,
 		"duration", time.Since(start))
-	err := s.out.send(ctx, final)
+	err := s.out.sendComplete(ctx, final, body)
 	if errors.Is(err, errFrameTooLarge) {
 		// JSON escaping grew the answer past the limit: the client gets a 502 that says so.
 		err = s.out.send(ctx, tooLargeForFrame(s.out.maxFrame).complete(req.RequestID, req.EndpointPath))

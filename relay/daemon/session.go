@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"modelrelay/protocol"
+	"modelrelay/relay/wsconn"
 )
 
 // maxFrameBytes bounds one frame from the server; a request frame carries a whole client body
@@ -113,8 +114,9 @@ func (s *session) read(ctx context.Context) error {
 		}
 		return nil
 	})
+	var reader wsconn.Reader
 	for {
-		kind, data, err := s.conn.ReadMessage()
+		kind, data, err := reader.Read(s.conn)
 		if err != nil {
 			return s.readFailure(ctx, err)
 		}
