@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"modelrelay/relay/bounded"
 )
 
 // The cache's cost on the request path. A hit is the lookup stage whole: the request's key
@@ -99,18 +101,18 @@ func BenchmarkMemoryGetParallel(b *testing.B) {
 	ctx := context.Background()
 	keys := make([]Key, 1024)
 	sharded := NewMemory(1 << 30)
-	one := &shard{max: 1 << 30, slots: map[Key]*slot{}}
+	one := bounded.New[Key, *Entry](1 << 30)
 	expires := time.Now().Add(time.Hour)
 	for i := range keys {
 		keys[i] = keyOf("key:1", strconv.Itoa(i))
 		sharded.Put(ctx, keys[i], entryOf(100), time.Hour)
-		one.put(&slot{key: keys[i], entry: entryOf(100), size: 200, expires: expires})
+		one.Put(keys[i], entryOf(100), 200, expires)
 	}
 	for _, s := range []struct {
 		name string
 		get  func(Key) (*Entry, bool)
 	}{
-		{"one-lock", func(k Key) (*Entry, bool) { return one.get(k, time.Now()) }},
+		{"one-lock", func(k Key) (*Entry, bool) { return one.Get(k, time.Now()) }},
 		{"16-shards", func(k Key) (*Entry, bool) { return sharded.Get(ctx, k) }},
 	} {
 		b.Run(s.name, func(b *testing.B) {

@@ -17,11 +17,8 @@ func entryOf(size int) *Entry { return &Entry{Body: []byte(strings.Repeat("x", s
 
 // Len is how many entries the store holds, and their size.
 func (m *Memory) Len() (entries int, bytes int64) {
-	for i := range m.shards {
-		s := &m.shards[i]
-		s.mu.Lock()
-		entries, bytes = entries+len(s.slots), bytes+s.used
-		s.mu.Unlock()
+	for _, s := range m.shards {
+		entries, bytes = entries+s.Len(), bytes+s.Bytes()
 	}
 	return entries, bytes
 }

@@ -27,8 +27,8 @@ func TestMemoryKeepsForTTL(t *testing.T) {
 	if _, ok, _ := m.Get(ctx, "a"); ok {
 		t.Error("a record outlived its TTL")
 	}
-	if m.bytes != 0 || len(m.byID) != 0 {
-		t.Errorf("an expired record still counts: %d bytes, %d records", m.bytes, len(m.byID))
+	if m.records.Bytes() != 0 || m.records.Len() != 0 {
+		t.Errorf("an expired record still counts: %d bytes, %d records", m.records.Bytes(), m.records.Len())
 	}
 }
 
@@ -39,8 +39,8 @@ func TestMemoryBoundedOldestFirst(t *testing.T) {
 	m := NewMemory(time.Hour, 3*one)
 	for i := range 5 {
 		m.Put(ctx, fmt.Sprint(i), record(100))
-		if m.bytes > m.maxBytes {
-			t.Fatalf("after %d records: %d bytes held, bound %d", i+1, m.bytes, m.maxBytes)
+		if m.records.Bytes() > 3*one {
+			t.Fatalf("after %d records: %d bytes held, bound %d", i+1, m.records.Bytes(), 3*one)
 		}
 	}
 	for i, want := range []bool{false, false, true, true, true} {
@@ -62,8 +62,8 @@ func TestMemoryDeleteAndReplace(t *testing.T) {
 	m := NewMemory(time.Hour, 1<<20)
 	m.Put(ctx, "a", record(10))
 	m.Put(ctx, "a", record(20))
-	if len(m.byID) != 1 || m.bytes != record(20).size() {
-		t.Errorf("a replaced record counts twice: %d records, %d bytes", len(m.byID), m.bytes)
+	if m.records.Len() != 1 || m.records.Bytes() != record(20).size() {
+		t.Errorf("a replaced record counts twice: %d records, %d bytes", m.records.Len(), m.records.Bytes())
 	}
 	if ok, _ := m.Delete(ctx, "a"); !ok {
 		t.Error("Delete of a kept record said it was not there")
@@ -71,7 +71,7 @@ func TestMemoryDeleteAndReplace(t *testing.T) {
 	if ok, _ := m.Delete(ctx, "a"); ok {
 		t.Error("Delete of a deleted record said it was there")
 	}
-	if m.bytes != 0 {
-		t.Errorf("%d bytes held after the last Delete", m.bytes)
+	if m.records.Bytes() != 0 {
+		t.Errorf("%d bytes held after the last Delete", m.records.Bytes())
 	}
 }
