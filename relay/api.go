@@ -81,15 +81,20 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	}
 	ep, _ := endpoint.For(r.URL.Path)
 	who, asSent := owner(key, at), body
-	if ep.Route == endpoint.RouteResponses {
-		if body, err = s.withHistory(r.Context(), body, who); err != nil {
+	f, err := parseInference(body)
+	if err == nil && ep.Route == endpoint.RouteResponses {
+		var expanded []byte
+		if expanded, err = s.withHistory(r.Context(), body, &f, who); err != nil {
 			re := err.(*relayError)
 			writeError(w, d, re)
 			x.status, x.reason = re.status, re.message
 			return
 		}
+		if expanded != nil {
+			body = expanded
+			f, err = parseInference(body)
+		}
 	}
-	f, err := parseInference(body)
 	req := s.newRequest(r, d, arrival)
 	req.Model, req.Streaming = f.Model, f.Stream
 	req.endpoint = ep

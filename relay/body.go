@@ -27,6 +27,9 @@ type bodyView struct {
 	prompt prefix.Top // the members placement reads
 	// The values of the sampling members the response cache reads (the zero span: absent).
 	temperature, seed span
+	// previous is previous_response_id's value, which the Responses API's history stage reads
+	// (the zero span: absent).
+	previous span
 }
 
 // span is the bytes b[from:to] of a body.
@@ -122,6 +125,8 @@ func readTop(body []byte, open int) (bodyView, ownMembers, error) {
 			v.temperature = span{m.Value, m.End}
 		case rawjson.FieldIs(m.Key, "seed"):
 			v.seed = span{m.Value, m.End}
+		case rawjson.FieldIs(m.Key, "previous_response_id"):
+			v.previous = span{m.Value, m.End}
 		case rawjson.FieldIs(m.Key, "x_pool_options"):
 			field, seen, own.options = "x_pool_options", own.options, body[m.Value:m.End]
 			// The separator before it goes too; the first member takes the one after it.

@@ -40,13 +40,14 @@ func owner(key *keys.Key, at Placement) string {
 }
 
 // withHistory is the Responses call body with the conversation it continues in front of its
-// input, when it names a previous response this relay holds for who. A name it does not hold
-// stays in the body (a target that speaks the API may hold it); one held for someone else is
-// 404; a store that does not answer is 503.
-func (s *Server) withHistory(ctx context.Context, body []byte, who string) ([]byte, error) {
-	id, ok := previousResponseID(body)
-	if !ok {
-		return body, nil
+// input, when it names (in previous_response_id, where its view says) a previous response this
+// relay holds for who; nil when the body stays as it is. A name the relay does not hold stays in
+// the body (a target that speaks the API may hold it); one held for someone else is 404; a
+// store that does not answer is 503.
+func (s *Server) withHistory(ctx context.Context, body []byte, v *bodyView, who string) ([]byte, error) {
+	id := rawjson.String(body[v.previous.from:v.previous.to])
+	if id == "" {
+		return nil, nil // absent, or not a string: the mapping says what is wrong with it
 	}
 	rec, found, err := s.responses.Get(ctx, id)
 	if err != nil {
@@ -55,7 +56,7 @@ func (s *Server) withHistory(ctx context.Context, body []byte, who string) ([]by
 		return nil, errResponsesStoreDown
 	}
 	if !found {
-		return body, nil
+		return nil, nil
 	}
 	if rec.Owner != who {
 		return nil, errPreviousResponse
@@ -65,18 +66,6 @@ func (s *Server) withHistory(ctx context.Context, body []byte, who string) ([]by
 		return nil, badRequest(err.Error())
 	}
 	return out, nil
-}
-
-// previousResponseID is the body's top-level previous_response_id, when it is a string.
-func previousResponseID(body []byte) (string, bool) {
-	o := rawjson.ObjectAt(body, rawjson.SkipSpace(body, 0), rawjson.Unchecked)
-	var m rawjson.Member
-	for o.Next(&m) {
-		if v := body[m.Value:m.End]; rawjson.KeyIs(m.Key, "previous_response_id") && v[0] == '"' {
-			return rawjson.String(v), true
-		}
-	}
-	return "", false
 }
 
 // responsesCall is what a Responses call carries besides its body.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"modelrelay/relay/endpoint"
+	"modelrelay/relay/rawjson"
 )
 
 // A Responses call is translated into chat unless the target is known not to speak it; the
@@ -55,18 +56,24 @@ func TestResponsesErrorBody(t *testing.T) {
 	}
 }
 
+// The body's one view says where previous_response_id lies, named as the Responses mapping
+// reads names (escapes decoded, case folded); only a top-level string names a response.
 func TestPreviousResponseID(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"model":"m","previous_response_id":"resp_1","input":"x"}`: "resp_1",
-		`{"previous_response_id":"resp_\u0032"}`:                    "resp_2",
-		`{"previous\u005fresponse_id":"resp_3"}`:                    "resp_3",
+		`{"model":"m","previous_response_id":"resp_\u0032"}`:        "resp_2",
+		`{"model":"m","previous\u005fresponse_id":"resp_3"}`:        "resp_3",
+		`{"model":"m","Previous_Response_ID":"resp_5"}`:             "resp_5",
 		`{"model":"m","input":"previous_response_id"}`:              "",
-		`{"previous_response_id":null}`:                             "",
-		`{"input":{"previous_response_id":"nested"}}`:               "",
-		`not json`:                         "",
-		`{"previous_response_id":"resp_4"`: "resp_4",
+		`{"model":"m","previous_response_id":null}`:                 "",
+		`{"model":"m","previous_response_id":7}`:                    "",
+		`{"model":"m","input":{"previous_response_id":"nested"}}`:   "",
 	} {
-		if got, _ := previousResponseID([]byte(body)); got != want {
+		v, err := parseInference([]byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if got := rawjson.String([]byte(body)[v.previous.from:v.previous.to]); got != want {
 			t.Errorf("%s: %q, want %q", body, got, want)
 		}
 	}
