@@ -9,9 +9,10 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"modelrelay/relay/h1/h1test"
 )
 
 // staticAnswer is what the bench's fake model server answers a completion: about 1 KB of JSON
@@ -27,35 +28,7 @@ var staticAnswer = func() string {
 // staticUpstream answers every request with staticAnswer and allocates nothing per request, so
 // a benchmark's allocs/op are the relay's own.
 func staticUpstream(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() { answerStatic(c) })
-		}
-	})
-	b.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return "http://" + ln.Addr().String()
+	return "http://" + h1test.Serve(b, answerStatic)
 }
 
 func answerStatic(c net.Conn) {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"modelrelay/relay/h1/h1test"
 )
 
 // The benchmarks put h1.Client beside an http.Transport configured as relay/upstream.go
@@ -35,35 +37,7 @@ var (
 // benchServer answers each request with the 1 KB answer, or, for /sse, with an event stream
 // of benchChunks chunks written one by one as a model server writes tokens.
 func benchServer(b *testing.B) *url.URL {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() { serveBench(c) })
-		}
-	})
-	b.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return &url.URL{Scheme: "http", Host: ln.Addr().String(), Path: "/v1/chat/completions"}
+	return &url.URL{Scheme: "http", Host: h1test.Serve(b, serveBench), Path: "/v1/chat/completions"}
 }
 
 func serveBench(c net.Conn) {

@@ -1,0 +1,45 @@
+// Package h1test serves raw connections for the benchmarks of the upstream client and of the
+// request path: a listener on loopback whose connections a given function answers byte for
+// byte, with nothing of net/http's in between, so a benchmark's allocations are the client's.
+package h1test
+
+import (
+	"net"
+	"sync"
+	"testing"
+)
+
+// Serve listens on a loopback port and answers each connection with serve on its own
+// goroutine; at the test's cleanup the listener and every connection are closed and the
+// goroutines waited for. It returns the address (host:port).
+func Serve(tb testing.TB, serve func(net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Go(func() { serve(c) })
+		}
+	})
+	tb.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
