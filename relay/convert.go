@@ -216,7 +216,7 @@ type conversion struct {
 	// is given the answer once it completed (the responses store; nil: nobody).
 	response  *translate.ResponseMeta
 	responses *translate.ResponsesStream
-	completed func(response []byte)
+	completed func(id string, response []byte)
 }
 
 // newConversion converts the answer to req, dressed translated.
@@ -257,7 +257,7 @@ func (c *conversion) startStream() {
 func (c *conversion) finishStream() {
 	if c.responses != nil && c.completed != nil {
 		if r := c.responses.Response(); r != nil {
-			c.completed(r)
+			c.completed(c.response.ID, r)
 		}
 	}
 }
@@ -338,7 +338,7 @@ func (c *conversion) answer() (status int, body []byte, estimated bool, err erro
 			body, _, err = translate.ChatResponseToResponses(chat, *c.response)
 		}
 		if err == nil && c.completed != nil {
-			c.completed(body)
+			c.completed(c.response.ID, body)
 		}
 	}
 	if err != nil {

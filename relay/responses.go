@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -75,18 +74,14 @@ type responsesCall struct {
 	asSent []byte
 	// keep keeps the call's answer once it completed (when the relay translated it and the
 	// call asked to store it).
-	keep func(response []byte)
+	keep func(id string, response []byte)
 }
 
 // keepResponse keeps the answer to req, a Responses call, for who: the response, and the
 // conversation a later call continues (req's input, its stored conversation in front, then
 // the response's output).
-func (s *Server) keepResponse(req *Request, who string) func(response []byte) {
-	return func(response []byte) {
-		id, ok := responseID(response)
-		if !ok {
-			return
-		}
+func (s *Server) keepResponse(req *Request, who string) func(id string, response []byte) {
+	return func(id string, response []byte) {
 		items, err := translate.ConversationItems(req.native.body, response)
 		if err != nil {
 			return // the mapping read the input already: nothing to continue from
@@ -98,17 +93,6 @@ func (s *Server) keepResponse(req *Request, who string) func(response []byte) {
 			s.log.Warn("response not stored: responses store unavailable", "request_id", req.ID, "err", err)
 		}
 	}
-}
-
-// responseID is a response object's id.
-func responseID(response []byte) (string, bool) {
-	var v struct {
-		ID string `json:"id"`
-	}
-	if json.Unmarshal(response, &v) != nil || v.ID == "" {
-		return "", false
-	}
-	return v.ID, true
 }
 
 // handleStoredResponse answers GET and DELETE /v1/responses/{id} on the relay's own host.
