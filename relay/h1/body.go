@@ -1,7 +1,6 @@
 package h1
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -13,7 +12,7 @@ import (
 // connection back the moment the last byte is read (so a caller that stops at EOF without
 // calling Close still returns it), and closes the connection when the caller stops early.
 type body struct {
-	br   *bufio.Reader
+	br   *reader
 	x    *exchange // nil when reading from a plain reader (the parser's tests and fuzzing)
 	kind framing
 	n    int64 // bytes left: of the whole body (lengthBody) or of the current chunk
@@ -41,7 +40,7 @@ var errBodyClosed = errors.New("h1: read on a closed response body")
 
 // start sets the body up after its head. A body with nothing to read is over at once, and
 // so is the answer's use of the connection.
-func (b *body) start(br *bufio.Reader, x *exchange, kind framing, length int64) {
+func (b *body) start(br *reader, x *exchange, kind framing, length int64) {
 	b.br, b.x, b.kind = br, x, kind
 	switch kind {
 	case noBody:
@@ -79,6 +78,15 @@ func (b *body) Read(p []byte) (int, error) {
 		err = b.err
 	}
 	return n, err
+}
+
+// Wait blocks until the body has a byte buffered to read, or its end or failure is known;
+// Read then returns without waiting for the network. A copy loop that calls it before it takes
+// a buffer to Read into holds no buffer of its own while a stream is quiet.
+func (b *body) Wait() {
+	if b.err == nil && !b.done.Load() && b.br.Buffered() == 0 {
+		b.br.Peek(1) // an error is kept in the reader for Read to report
+	}
 }
 
 // Close lets go of the connection. Before the end of the body that means closing it: the

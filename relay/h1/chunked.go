@@ -25,11 +25,11 @@ const (
 
 // readChunkLine reads one CRLF-terminated line of chunked framing and returns it without
 // the CRLF. The line must fit in the reader's buffer, which is far more than any limit here.
-func readChunkLine(br *bufio.Reader) ([]byte, error) {
+func readChunkLine(br *reader) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
 	switch err {
 	case nil:
-	case bufio.ErrBufferFull:
+	case errBufferFull:
 		return nil, malformed("chunked framing line too long")
 	case io.EOF:
 		return nil, io.ErrUnexpectedEOF

@@ -15,7 +15,7 @@ import (
 type conn struct {
 	nc   net.Conn // what requests go over: the TCP connection, or TLS on it
 	raw  net.Conn // the TCP connection
-	br   *bufio.Reader
+	br   *reader
 	bw   *bufio.Writer // only while a request is written (startWrite to endWrite)
 	head headReader
 	key  poolKey
@@ -84,7 +84,7 @@ func (c *Client) dial(ctx context.Context, t *target) (*conn, error) {
 		raw.SetDeadline(time.Time{})
 		nc = tc
 	}
-	cn := &conn{nc: nc, raw: raw, key: t.key, br: bufio.NewReaderSize(nc, 4<<10)}
+	cn := &conn{nc: nc, raw: raw, key: t.key, br: newReader(nc)}
 	cn.head.br = cn.br
 	cn.abort = cn.expire
 	if sc, ok := raw.(syscall.Conn); ok {

@@ -1,7 +1,6 @@
 package h1
 
 import (
-	"bufio"
 	"bytes"
 	"net/http"
 	"testing"
@@ -24,7 +23,7 @@ func FuzzResponse(f *testing.F) {
 		}
 		agree(t, raw, method)
 
-		hr := headReader{br: bufio.NewReaderSize(bytes.NewReader(raw), 4<<10)}
+		hr := headReader{br: newReader(bytes.NewReader(raw))}
 		hr.read(method)
 		if cap(hr.block) > 2*maxHeadBytes+8<<10 || len(hr.fields) > maxFields {
 			t.Fatalf("head scratch grew to %d bytes and %d fields", cap(hr.block), len(hr.fields))

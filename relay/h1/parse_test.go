@@ -26,7 +26,7 @@ type parsed struct {
 // parseAnswer reads one answer from r as Do does: interim heads skipped, the final head, then
 // the body to its end.
 func parseAnswer(r io.Reader, method string) (parsed, error) {
-	hr := headReader{br: bufio.NewReaderSize(r, 4<<10)}
+	hr := headReader{br: newReader(r)}
 	h, err := hr.read(method)
 	if err != nil {
 		return parsed{}, err
@@ -134,7 +134,7 @@ func TestWellFormedAnswersAgree(t *testing.T) {
 func TestChunkedReadsAhead(t *testing.T) {
 	raw := "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
 	var b body
-	b.start(bufio.NewReader(strings.NewReader(raw)), nil, chunkedBody, -1)
+	b.start(newReader(strings.NewReader(raw)), nil, chunkedBody, -1)
 	buf := make([]byte, 64)
 	n, err := b.Read(buf)
 	if string(buf[:n]) != "abcde" || err != io.EOF {
@@ -149,7 +149,7 @@ func TestChunkedReadsAhead(t *testing.T) {
 		pw.Close()
 	}()
 	b = body{}
-	b.start(bufio.NewReader(pr), nil, chunkedBody, -1)
+	b.start(newReader(pr), nil, chunkedBody, -1)
 	if n, err := b.Read(buf); string(buf[:n]) != "event1" || err != nil {
 		t.Fatalf("first Read: %q, %v; want the first event alone", buf[:n], err)
 	}
@@ -162,14 +162,14 @@ func TestChunkOverheadBudget(t *testing.T) {
 	ext := ";" + strings.Repeat("e", 900)
 	raw := strings.Repeat("1"+ext+"\r\nx\r\n", 20) + "0\r\n\r\n"
 	var b body
-	b.start(bufio.NewReader(strings.NewReader(raw)), nil, chunkedBody, -1)
+	b.start(newReader(strings.NewReader(raw)), nil, chunkedBody, -1)
 	if _, err := io.ReadAll(&b); !isMalformed(err) {
 		t.Fatalf("%v: 18 KB of framing for 20 bytes of data accepted", err)
 	}
 	// One byte per chunk, the way a slow stream may legitimately come, is fine.
 	raw = strings.Repeat("1\r\nx\r\n", 10000) + "0\r\n\r\n"
 	b = body{}
-	b.start(bufio.NewReader(strings.NewReader(raw)), nil, chunkedBody, -1)
+	b.start(newReader(strings.NewReader(raw)), nil, chunkedBody, -1)
 	if data, err := io.ReadAll(&b); err != nil || len(data) != 10000 {
 		t.Fatalf("%d bytes, %v", len(data), err)
 	}
@@ -203,10 +203,9 @@ func TestHeaderAllocations(t *testing.T) {
 	raw := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: Mon, 01 Jan 2024 00:00:00 GMT\r\n" +
 		"Server: uvicorn\r\nX-Request-Id: 42\r\nContent-Length: 0\r\n\r\n"
 	r := strings.NewReader(raw)
-	hr := headReader{br: bufio.NewReader(r)}
+	hr := headReader{br: newReader(r)}
 	allocs := testing.AllocsPerRun(100, func() {
 		r.Reset(raw)
-		hr.br.Reset(r)
 		h, err := hr.read(http.MethodGet)
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package h1
 
 import (
-	"bufio"
 	"io"
 	"net/http"
 )
@@ -56,7 +55,7 @@ const (
 // headReader reads response heads from one connection. Its memory is reused from one
 // response to the next.
 type headReader struct {
-	br *bufio.Reader
+	br *reader
 	// left is what remains of maxHeadBytes for the current request.
 	left int
 	// got is set once any byte of the answer arrived: before that, a failed read means the
@@ -145,7 +144,7 @@ func (hr *headReader) line() ([]byte, error) {
 		if err == nil {
 			break
 		}
-		if err != bufio.ErrBufferFull {
+		if err != errBufferFull {
 			if err == io.EOF {
 				if hr.got {
 					err = io.ErrUnexpectedEOF
