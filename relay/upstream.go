@@ -56,8 +56,8 @@ func (c *upstreamClient) close() {
 	c.transport.CloseIdleConnections()
 }
 
-// Copy buffers are pooled, and a stream's is small: a held stream keeps its buffer while it
-// waits for the next event, and events are small, while a whole answer moves in large reads.
+// Copy buffers are pooled, taken for one read and its write, and a stream's is small: events
+// are small, while a whole answer moves in large reads.
 var (
 	copyBuffers   = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 	streamBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
@@ -223,23 +223,28 @@ func (u *upstream) credentials(req *Request) http.Header {
 // reaches the client before the next is produced.
 func (u *upstream) copyBody(ctx context.Context, body io.Reader, out Sink, streaming bool) error {
 	pool := &copyBuffers
+	var quiet waiter
 	if streaming {
 		pool = &streamBuffers
+		quiet, _ = body.(waiter)
 	}
-	bp := pool.Get().(*[]byte)
-	defer pool.Put(bp)
-	buf := *bp
 	for {
-		n, err := body.Read(buf)
+		if quiet != nil {
+			quiet.Wait()
+		}
+		bp := pool.Get().(*[]byte)
+		n, err := body.Read(*bp)
+		var werr error
 		if n > 0 {
-			if werr := out.Chunk(buf[:n], streaming); werr != nil {
-				return werr
-			}
+			werr = out.Chunk((*bp)[:n], streaming)
 		}
-		if err == io.EOF {
+		pool.Put(bp)
+		switch {
+		case werr != nil:
+			return werr
+		case err == io.EOF:
 			return nil
-		}
-		if err != nil {
+		case err != nil:
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
@@ -247,6 +252,10 @@ func (u *upstream) copyBody(ctx context.Context, body io.Reader, out Sink, strea
 		}
 	}
 }
+
+// waiter is a body that can wait for its next bytes without a buffer to read them into
+// (relay/h1's): a held stream then keeps no copy buffer while its upstream is quiet.
+type waiter interface{ Wait() }
 
 func isDial(err error) bool {
 	var oe *net.OpError
