@@ -52,32 +52,79 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 }
 
 // serveInference is ServeInferenceAt's work: it answers the call and fills x in as it goes.
+// The stages that read the request run in admitCall, whose frame (the body's view, the
+// scratch of every check) is gone before the call is served: a held stream's goroutine then
+// waits on a shallow stack, which the runtime shrinks to half (8 KiB a stream).
 func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialect, at Placement, x *exchange) {
+	var c admitted
+	defer c.release()
+	if !s.admitCall(w, r, d, at, x, &c) {
+		return
+	}
+	s.serveChain(r.Context(), c.req, at, c.models, c.out, x)
+	s.account(r.Context(), c.req, c.key, c.asked, c.out)
+	x.answered(c.out)
+}
+
+// admitted is what admitCall hands serveInference: the request, ready to serve, and what to give
+// back once it is answered.
+type admitted struct {
+	req    *Request
+	key    *keys.Key
+	asked  string   // the model asked for: the body's, or a circuit's canonical one
+	models []string // the fallback chain, nil when the asked model has none
+	out    *answer
+	body   *bodyReader
+	tap    *usage.Tap
+}
+
+// release gives back what the call held, last taken first.
+func (c *admitted) release() {
+	if c.tap != nil {
+		taps.Put(c.tap)
+	}
+	if c.req != nil {
+		if c.req.prompt != nil {
+			prompts.Put(c.req.prompt)
+		}
+		c.req.dropForeign()
+	}
+	if c.body != nil {
+		c.body.release()
+	}
+}
+
+// admitCall runs the stages before a target is chosen: the cross-origin guard, the client's key,
+// the body (read once into one view), the Responses API's history, scheduling wishes, the
+// key's admission and the response cache. It answers the client itself and returns false when
+// one of them ends the call.
+func (s *Server) admitCall(w http.ResponseWriter, r *http.Request, d Dialect, at Placement, x *exchange, c *admitted) bool {
 	arrival := x.arrival
 	if s.crossOrigin(w, r, dialectErrors(d)) {
 		x.status = http.StatusForbidden
-		return
+		return false
 	}
 	if s.draining.Load() {
 		writeError(w, d, errShuttingDown)
 		x.status = errShuttingDown.status
-		return
+		return false
 	}
 	var key *keys.Key
 	if !at.OwnAuth && (s.opts.RequireAPIKeys || presentsKey(r.Header)) {
 		sw := &statusWriter{ResponseWriter: w}
 		if key = s.authorize(sw, r, d, arrival); key == nil {
 			x.status, x.reason = sw.status, sw.reason // 401, or 503 while the key store is down; 0 if the client left
-			return
+			return false
 		}
 		x.keyID = key.ID
 	}
+	c.key = key
 	br := s.bodyReader(w, r)
-	defer br.release()
+	c.body = br
 	body, err := br.read()
 	if err != nil {
 		x.status, x.reason = s.refuseBody(w, r, d, err), reasonOf(err)
-		return
+		return false
 	}
 	ep, _ := endpoint.For(r.URL.Path)
 	who, asSent := owner(key, at), body
@@ -88,7 +135,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 			re := err.(*relayError)
 			writeError(w, d, re)
 			x.status, x.reason = re.status, re.message
-			return
+			return false
 		}
 		if expanded != nil {
 			body = expanded
@@ -102,7 +149,7 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 		req.responses = &responsesCall{asSent: asSent, keep: s.keepResponse(req, who)}
 	}
 	req.dispatched = br.release
-	defer req.dropForeign()
+	c.req = req
 	x.id, x.model, x.stream = req.ID, f.Model, f.Stream
 	if err == nil {
 		// An OpenAI stream reports usage only when asked. For a key's accounting the relay
@@ -116,21 +163,18 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 	}
 	if err != nil {
 		x.status, x.reason = s.refuseBody(w, r, d, err), reasonOf(err)
-		return
+		return false
 	}
 	asked := f.Model
 	if at.Pool != "" && at.Model != "" {
 		asked = at.Model
 	}
-	x.model = asked
-	if req.prompt != nil {
-		defer prompts.Put(req.prompt)
-	}
+	x.model, c.asked = asked, asked
 	if key != nil {
 		if no := s.admit(r.Context(), key, asked, arrival); no != nil {
 			writeError(w, d, no)
 			x.status, x.reason = no.status, no.message
-			return
+			return false
 		}
 	}
 	var chain []string
@@ -141,21 +185,20 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialec
 		chain = s.opts.Fallbacks[asked]
 	}
 	out := newAnswer(w, d, s.opts.MaxStreamBytes, arrival)
+	c.out = out
 	if s.lookup(r, at, key, asked, body, &f, out) {
 		x.answered(out) // from the cache: no target, no tokens
-		return
+		return false
 	}
 	if f.options != nil {
 		out.addMeta()
 	}
 	if req.endpoint.Usage {
-		tap := taps.Get().(*usage.Tap)
-		defer taps.Put(tap)
-		out.tapUsage(tap, req.askedUsage) // the relay asked for the usage chunk: the client gets none
+		c.tap = taps.Get().(*usage.Tap)
+		out.tapUsage(c.tap, req.askedUsage) // the relay asked for the usage chunk: the client gets none
 	}
-	s.serveChain(r.Context(), req, at, walk(asked, allowedChain(key, chain)), out, x)
-	s.account(r.Context(), req, key, asked, out)
-	x.answered(out)
+	c.models = walk(asked, allowedChain(key, chain))
+	return true
 }
 
 // prompts and parsers are reused across requests: reading a prompt's blocks allocates nothing
@@ -315,25 +358,18 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 		})
 		defer t.Stop()
 	}
-	// fail answers a request that went no further: a target's own held 429/5xx beats the
-	// relay's error, unless the client has seen bytes already.
-	fail := func(pool *Pool, err error) {
-		if k := out.kept; k != nil && !out.started() {
-			out.where = k.where
-			if err := out.replay(k); err != nil {
-				out.client.fail(err)
-			}
-			return
-		}
-		s.answerError(ctx, pool, out, err)
-	}
-	if models == nil {
-		pool := s.pool(at.Pool)
-		if err := s.run(ctx, req, pool, out, x); err != nil {
-			fail(pool, err)
-		}
+	if models != nil {
+		s.walkChain(ctx, req, at, models, out, x)
 		return
 	}
+	pool := s.pool(at.Pool)
+	if err := s.run(ctx, req, pool, out, x); err != nil {
+		s.fail(ctx, pool, out, err)
+	}
+}
+
+// walkChain is serveChain's walk down the models of a chain.
+func (s *Server) walkChain(ctx context.Context, req *Request, at Placement, models []string, out *answer, x *exchange) {
 	// If the chain runs out, the client gets the asked model's failure, unless it was that no
 	// pool serves it and an alternate got further (its targets exist but are busy or down):
 	// "no provider for model <alternate>" would only puzzle a client that asked for another.
@@ -349,12 +385,8 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 		}
 		out.where.served, out.where.from = model, ""
 		if i > 0 {
-			reason := fallbackReason(last)
-			s.metrics.fallbacks.WithLabelValues(s.poolConf.names.label(models[i-1]), reason).Inc()
-			s.log.Debug("moving to the next model of the chain", "request_id", req.ID, "from", models[i-1], "to", model,
-				"reason", reason, "err", last)
-			if err := req.retarget(model); err != nil {
-				fail(nil, err)
+			if err := s.moveOn(req, models[i-1], model, last); err != nil {
+				s.fail(ctx, nil, out, err)
 				return
 			}
 			out.where.from = models[0]
@@ -370,14 +402,40 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 		case err == nil:
 			return
 		case out.started() || !movesOn(err):
-			fail(pool, err)
+			s.fail(ctx, pool, out, err)
 			return
 		case failErr == nil || (noPool(failErr) && !noPool(err)):
 			failPool, failErr = pool, err
 		}
 		last = err
 	}
-	fail(failPool, failErr)
+	s.fail(ctx, failPool, out, failErr)
+}
+
+// fail answers a request that went no further: a target's own held 429/5xx beats the relay's
+// error, unless the client has seen bytes already.
+func (s *Server) fail(ctx context.Context, pool *Pool, out *answer, err error) {
+	if k := out.kept; k != nil && !out.started() {
+		out.where = k.where
+		if err := out.replay(k); err != nil {
+			out.client.fail(err)
+		}
+		return
+	}
+	s.answerError(ctx, pool, out, err)
+}
+
+// moveOn points req at the next model of its chain, after the one before failed with last.
+// (Never inlined: its log line's arguments take no room in serveChain's frame, which every held
+// stream keeps on its stack.)
+//
+//go:noinline
+func (s *Server) moveOn(req *Request, from, to string, last error) error {
+	reason := fallbackReason(last)
+	s.metrics.fallbacks.WithLabelValues(s.poolConf.names.label(from), reason).Inc()
+	s.log.Debug("moving to the next model of the chain", "request_id", req.ID, "from", from, "to", to,
+		"reason", reason, "err", last)
+	return req.retarget(to)
 }
 
 // answerError writes a failure the relay answers itself, in the pool's own words where it has
@@ -488,23 +546,43 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *answer,
 			if req.requeues > maxRequeues {
 				return errRequeueLimit
 			}
-			s.log.Debug("target lost before first byte; requeueing", "request_id", req.ID, "target", m.id, "requeues", req.requeues)
+			s.logRequeue(req, m)
 			continue
 		}
 		if !out.started() && !retried && req.stream == nil && movesOn(err) {
 			retried = true
 			if retry = pool.another(req, m); retry != nil {
-				s.log.Debug("target failed; one more try on another", "request_id", req.ID, "target", m.id, "next", retry.id, "reason", err)
+				s.logRetry(req, m, retry, err)
 				continue
 			}
 		}
-		var re *relayError
-		clientFault := errors.As(err, &re) && re.status < 500
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) && !errors.Is(err, errHeld) && !clientFault &&
-			!errors.Is(err, errBodyBudget) {
-			s.log.Warn("request failed", "request_id", req.ID, "pool", pool.name, "target", m.id, "err", err)
-		}
+		s.logFailure(req, pool, m, err)
 		return err
+	}
+}
+
+// The log lines of run's rarer turns are functions of their own (never inlined), so that their
+// arguments take no room in run's frame, which every held stream keeps on its stack.
+
+//go:noinline
+func (s *Server) logRequeue(req *Request, m *member) {
+	s.log.Debug("target lost before first byte; requeueing", "request_id", req.ID, "target", m.id, "requeues", req.requeues)
+}
+
+//go:noinline
+func (s *Server) logRetry(req *Request, m, next *member, err error) {
+	s.log.Debug("target failed; one more try on another", "request_id", req.ID, "target", m.id, "next", next.id, "reason", err)
+}
+
+// logFailure logs a request that failed on a target, unless the client caused or ended it.
+//
+//go:noinline
+func (s *Server) logFailure(req *Request, pool *Pool, m *member, err error) {
+	var re *relayError
+	clientFault := errors.As(err, &re) && re.status < 500
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) && !errors.Is(err, errHeld) && !clientFault &&
+		!errors.Is(err, errBodyBudget) {
+		s.log.Warn("request failed", "request_id", req.ID, "pool", pool.name, "target", m.id, "err", err)
 	}
 }
 
@@ -535,6 +613,15 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answ
 		sink := out.compose(attemptPlan{conv: conv, keepFailures: keep})
 		return out.settle(sink, conv, m.target.serve(ctx, req, call{out: sink, release: release}))
 	}
+	return s.probe(ctx, req, m, out, release, conv, via)
+}
+
+// probe is attempt for a target whose API family is not known yet: the call goes in the
+// client's family, and a refusal of the family is replayed translated. (A function of its own:
+// its frame is not on the stack of every call a known target serves.)
+func (s *Server) probe(ctx context.Context, req *Request, m *member, out *answer, release func(outcome), conv *conversion, via Dialect) error {
+	keep := req.stream == nil
+	var err error
 	// The slot is held by each call to the target and by this attempt, which passes it from
 	// call to call; it is released with the last outcome that said something.
 	var holds atomic.Int32
@@ -552,11 +639,11 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answ
 		holds.Add(1)
 		return m.target.serve(ctx, req, call{out: sink, probing: probing, release: drop})
 	}
-	probe := attemptPlan{probing: true, keepFailures: keep}
+	first := attemptPlan{probing: true, keepFailures: keep}
 	if req.endpoint.Route != endpoint.RouteCountTokens {
-		probe.learn = m.speech
+		first.learn = m.speech
 	}
-	sink := out.compose(probe)
+	sink := out.compose(first)
 	err = serve(sink, true)
 	refusal := out.hold.refusal()
 	if err != nil || refusal == nil {
