@@ -43,30 +43,25 @@ type Placement struct {
 
 // ServeInferenceAt answers an inference call: the asked model from its pools, then down its
 // fallback chain while no byte has reached the client.
+//
+// The stages that read the request run in admitCall, whose frame (the body's view, the scratch
+// of every check) is gone before the call is served: a held stream's goroutine then waits on
+// a shallow stack, which the runtime shrinks to half (8 KiB a stream).
 func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dialect, at Placement) {
 	x := exchange{arrival: time.Now()}
-	s.serveInference(w, r, d, at, &x)
+	var c admitted
+	defer c.release()
+	if s.admitCall(w, r, d, at, &x, &c) {
+		s.serveChain(r.Context(), c.req, at, c.models, c.out, &x)
+		s.account(r.Context(), c.req, c.key, c.asked, c.out)
+		x.answered(c.out)
+	}
 	s.metrics.observe(r.URL.Path, x.status, x.arrival, x.ttfb)
 	s.logAccess(w, r, &x)
 	x.abortIfTorn()
 }
 
-// serveInference is ServeInferenceAt's work: it answers the call and fills x in as it goes.
-// The stages that read the request run in admitCall, whose frame (the body's view, the
-// scratch of every check) is gone before the call is served: a held stream's goroutine then
-// waits on a shallow stack, which the runtime shrinks to half (8 KiB a stream).
-func (s *Server) serveInference(w http.ResponseWriter, r *http.Request, d Dialect, at Placement, x *exchange) {
-	var c admitted
-	defer c.release()
-	if !s.admitCall(w, r, d, at, x, &c) {
-		return
-	}
-	s.serveChain(r.Context(), c.req, at, c.models, c.out, x)
-	s.account(r.Context(), c.req, c.key, c.asked, c.out)
-	x.answered(c.out)
-}
-
-// admitted is what admitCall hands serveInference: the request, ready to serve, and what to give
+// admitted is what admitCall hands ServeInferenceAt: the request, ready to serve, and what to give
 // back once it is answered.
 type admitted struct {
 	req    *Request

@@ -162,7 +162,7 @@ func badRequest(msg string) *relayError {
 
 // maxTopMembers bounds the top-level members of an inference body. A request of any of the
 // APIs has a few dozen parameters at most; the bound keeps the check for a name given twice
-// (each against those before it) cheap and its memory on the stack.
+// (each against those before it) cheap.
 const maxTopMembers = 256
 
 var errTooManyMembers = badRequest(fmt.Sprintf("request body has more than %d top-level members", maxTopMembers))
@@ -180,11 +180,14 @@ var nameSeed = maphash.MakeSeed()
 // and only equal hashes by their text, so a body of long names that differ in their last byte
 // costs one read of each name, not one per pair.
 type memberNames struct {
-	n  int
-	at [maxTopMembers]struct {
-		hash  uint64
-		start int // the name's opening quote
-	}
+	n      int
+	inline [32]nameAt // the first 32 names; a body of more puts the rest in a heap slice
+	more   []nameAt
+}
+
+type nameAt struct {
+	hash  uint64
+	start int // the name's opening quote
 }
 
 // add records the quoted name body[start:end], or says it was given before.
@@ -196,15 +199,21 @@ func (m *memberNames) add(body []byte, start, end int) error {
 	} else {
 		h = maphash.String(nameSeed, rawjson.String(quoted))
 	}
-	for _, seen := range m.at[:m.n] {
-		if seen.hash != h {
-			continue
-		}
-		if end := rawjson.StringEnd(body, seen.start); end > 0 && sameName(body[seen.start:end], quoted) {
-			return duplicateMember(rawjson.String(quoted))
+	for _, seen := range [2][]nameAt{m.inline[:min(m.n, len(m.inline))], m.more} {
+		for _, seen := range seen {
+			if seen.hash != h {
+				continue
+			}
+			if end := rawjson.StringEnd(body, seen.start); end > 0 && sameName(body[seen.start:end], quoted) {
+				return duplicateMember(rawjson.String(quoted))
+			}
 		}
 	}
-	m.at[m.n].hash, m.at[m.n].start = h, start
+	if m.n < len(m.inline) {
+		m.inline[m.n] = nameAt{h, start}
+	} else {
+		m.more = append(m.more, nameAt{h, start})
+	}
 	m.n++
 	return nil
 }

@@ -15,7 +15,7 @@ type bodyWork struct {
 	fallback bool // the chain moves on to another model once
 }
 
-// bodyPass is what serveInference (and one fallback) do with a body, stage by stage: read
+// bodyPass is what admitCall (and one fallback) do with a body, stage by stage: read
 // it, strip x_pool_options, read its prompt, ask for usage, retarget it.
 func bodyPass(body []byte, w bodyWork, ps *prefix.Parser, dst *prefix.Prompt) ([]byte, error) {
 	v, err := parseInference(body)

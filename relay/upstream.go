@@ -109,25 +109,9 @@ func (u *upstream) drained() {}
 func (u *upstream) serve(ctx context.Context, req *Request, c call) error {
 	said := outcomeNone
 	defer func() { c.release(said) }()
-	start := time.Now()
-	resp, err := u.srv.upstreams.h1.Do(ctx, u.request(req))
+	resp, err := u.send(ctx, req, &said)
 	if err != nil {
-		switch {
-		case req.stream != nil && req.stream.err() != nil:
-			return req.stream.err() // the client's body broke, not the upstream
-		case ctx.Err() != nil:
-			if u.unanswered(ctx, err, start) {
-				said = outcomeFailed
-			}
-			return context.Cause(ctx)
-		case isDial(err):
-			// The backend never saw the request: another target may serve it. (A pooled
-			// connection found dead is retried by the client itself, on a fresh dial.)
-			said = outcomeRefused
-			return errTargetLost
-		}
-		said = outcomeFailed
-		return errUpstream(describe(err))
+		return err
 	}
 	defer resp.Body.Close()
 	said = judge(resp.StatusCode, c.probing)
@@ -144,6 +128,32 @@ func (u *upstream) serve(ctx context.Context, req *Request, c call) error {
 		return err
 	}
 	return u.copyBody(ctx, resp.Body, body, streaming)
+}
+
+// send sends req and reads the answer's head, or says in *said how the target failed. (The
+// request's build-up stays in this frame, off the stack a streamed answer is copied on.)
+func (u *upstream) send(ctx context.Context, req *Request, said *outcome) (*h1.Response, error) {
+	start := time.Now()
+	resp, err := u.srv.upstreams.h1.Do(ctx, u.request(req))
+	if err == nil {
+		return resp, nil
+	}
+	switch {
+	case req.stream != nil && req.stream.err() != nil:
+		return nil, req.stream.err() // the client's body broke, not the upstream
+	case ctx.Err() != nil:
+		if u.unanswered(ctx, err, start) {
+			*said = outcomeFailed
+		}
+		return nil, context.Cause(ctx)
+	case isDial(err):
+		// The backend never saw the request: another target may serve it. (A pooled
+		// connection found dead is retried by the client itself, on a fresh dial.)
+		*said = outcomeRefused
+		return nil, errTargetLost
+	}
+	*said = outcomeFailed
+	return nil, errUpstream(describe(err))
 }
 
 // unanswered says whether a call the relay ended (the client left, a hard stop, the request
