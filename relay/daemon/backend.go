@@ -22,9 +22,9 @@ import (
 )
 
 // streamBuffers hold one backend read of a stream: the most one response_chunk carries. They
-// are pooled, and small, because a held stream keeps its buffer while it waits for the next
-// event: 2 KiB holds many token events (a few hundred bytes each), reads below the backend
-// connection's own 4 KiB buffer take what it has, and a larger burst goes out in a few frames.
+// are pooled and taken for one read and its frame, once the body has bytes (a held stream
+// quiet between events holds none), and small: 2 KiB holds many token events (a few hundred
+// bytes each), and a larger burst goes out in a few frames.
 var streamBuffers = sync.Pool{New: func() any { b := make([]byte, 2<<10); return &b }}
 
 // errServerCancel is the cause of a job's context when the server sent cancel.
@@ -136,17 +136,22 @@ func (b *backend) whole(ctx context.Context, req protocol.Request, resp *h1.Resp
 // with an empty body carrying the backend's status and headers.
 func (b *backend) stream(ctx context.Context, req protocol.Request, resp *h1.Response, emit emitFunc) protocol.ResponseComplete {
 	var cut runeCutter
-	bp := streamBuffers.Get().(*[]byte)
-	defer streamBuffers.Put(bp)
-	buf := *bp
+	quiet, _ := resp.Body.(interface{ Wait() })
 	for {
-		n, err := resp.Body.Read(buf)
+		if quiet != nil {
+			quiet.Wait() // a quiet stream holds no buffer: it is taken once there are bytes
+		}
+		bp := streamBuffers.Get().(*[]byte)
+		n, err := resp.Body.Read(*bp)
+		var eerr error
 		if n > 0 {
-			if piece := cut.cut(buf[:n]); len(piece) > 0 {
-				if eerr := emit(piece); eerr != nil {
-					return backendFailure("relaying stream: "+eerr.Error()).complete(req.RequestID, req.EndpointPath)
-				}
+			if piece := cut.cut((*bp)[:n]); len(piece) > 0 {
+				eerr = emit(piece)
 			}
+		}
+		streamBuffers.Put(bp)
+		if eerr != nil {
+			return backendFailure("relaying stream: "+eerr.Error()).complete(req.RequestID, req.EndpointPath)
 		}
 		if errors.Is(err, io.EOF) {
 			break
