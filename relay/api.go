@@ -52,7 +52,7 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 	var c admitted
 	defer c.release()
 	if s.admitCall(w, r, d, at, &x, &c) {
-		s.serveChain(r.Context(), c.req, at, c.models, c.out, &x)
+		s.serveChain(r.Context(), c.req, at, walk(c.asked, allowedChain(c.key, c.chain)), c.out, &x)
 		s.account(r.Context(), c.req, c.key, c.asked, c.out)
 		x.answered(c.out)
 	}
@@ -67,7 +67,7 @@ type admitted struct {
 	req    *Request
 	key    *keys.Key
 	asked  string   // the model asked for: the body's, or a circuit's canonical one
-	models []string // the fallback chain, nil when the asked model has none
+	chain  []string // the asked model's fallbacks, before the key's allowed models apply
 	out    *answer
 	body   *bodyReader
 	tap    *usage.Tap
@@ -192,7 +192,7 @@ func (s *Server) admitCall(w http.ResponseWriter, r *http.Request, d Dialect, at
 		c.tap = taps.Get().(*usage.Tap)
 		out.tapUsage(c.tap, req.askedUsage) // the relay asked for the usage chunk: the client gets none
 	}
-	c.models = walk(asked, allowedChain(key, chain))
+	c.chain = chain
 	return true
 }
 
