@@ -5,9 +5,10 @@
 // nothing of HTTP/2, proxies, redirects, cookies or compression. It imports only the
 // standard library.
 //
-// It also holds Server, an HTTP/1.1 server for an http.Handler on plain connections, built
-// to measure what net/http's server costs the inference listener (see "Server" below). Both
-// directions read heads, fields and chunked bodies with the one parser, under the same rules.
+// It also holds Server, an HTTP/1.1 server for an http.Handler on plain connections: the
+// inference listener's server when modelrelay-server's http_server is lean, in place of
+// net/http's (see "Server" below). Both directions read heads, fields and chunked bodies with
+// the one parser, under the same rules.
 //
 // The surface:
 //

@@ -183,6 +183,40 @@ func TestServeExpectContinue(t *testing.T) {
 	}
 }
 
+// TestServeResponseController: what the relay asks of http.ResponseController reaches the
+// connection: full duplex is on, and a read deadline (here one long past) fails the body's
+// read as a timeout, which the handler still answers.
+func TestServeResponseController(t *testing.T) {
+	_, addr := startLean(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.EnableFullDuplex(); err != nil {
+			t.Errorf("EnableFullDuplex: %v", err)
+		}
+		if err := rc.SetReadDeadline(time.Unix(1, 0)); err != nil {
+			t.Errorf("SetReadDeadline: %v", err)
+		}
+		_, err := io.ReadAll(r.Body)
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("body read past its deadline: %v; want a timeout", err)
+		}
+		rc.SetReadDeadline(time.Time{})
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusRequestTimeout)
+	}))
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(nc, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n") // the body never comes
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil || resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("%v, %v", resp, err)
+	}
+}
+
 // TestServePipelined: requests sent back to back are answered one after the other, in order.
 func TestServePipelined(t *testing.T) {
 	_, addr := startLean(t, http.HandlerFunc(echoRequest))
