@@ -173,8 +173,17 @@ func (c *inbound) run(w *responseWriter, r *http.Request) (panicked bool) {
 // quiet is called once nothing of the request is left to read: the read buffer goes back to
 // its pool (unless a pipelined request already sits in it), and the sweeper may look at the
 // socket from now on. Called by whoever read the body's end, under the body's lock.
+//
+// A read deadline the handler set for its body ends with the body, as net/http's server
+// clears it when it starts its background read: left in place, it would fail the sweeper's
+// peek once it passed and cancel a request whose answer is still being written (the relay's
+// pass-through sets one before every read of the body it streams).
 func (c *inbound) quiet() {
-	if c.hijacked || c.br == nil || c.br.Buffered() > 0 {
+	if c.hijacked {
+		return
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	if c.br == nil || c.br.Buffered() > 0 {
 		return
 	}
 	c.releaseReader()

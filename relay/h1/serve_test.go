@@ -217,6 +217,34 @@ func TestServeResponseController(t *testing.T) {
 	}
 }
 
+// TestServeBodyDeadlineEndsWithTheBody: a read deadline the handler set for its body (as the
+// relay's pass-through does before every read) is over once the body has ended, as on
+// net/http's server: when it passes while the answer is still being written, the look for a
+// client that left must not take it for one.
+func TestServeBodyDeadlineEndsWithTheBody(t *testing.T) {
+	result := make(chan error, 1)
+	_, addr := startLean(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deadline := time.Now().Add(200 * time.Millisecond)
+		http.NewResponseController(w).SetReadDeadline(deadline)
+		if _, err := io.ReadAll(r.Body); err != nil {
+			result <- fmt.Errorf("body: %v", err)
+			return
+		}
+		time.Sleep(time.Until(deadline) + time.Millisecond) // the deadline is past; no figure is checked
+		w.(*responseWriter).c.checkGone()                   // the sweeper's look, now
+		result <- r.Context().Err()
+	}))
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	io.WriteString(nc, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+	if err := <-result; err != nil {
+		t.Fatalf("after the body's deadline passed: %v; want the request still on", err)
+	}
+}
+
 // TestServePipelined: requests sent back to back are answered one after the other, in order.
 func TestServePipelined(t *testing.T) {
 	_, addr := startLean(t, http.HandlerFunc(echoRequest))
