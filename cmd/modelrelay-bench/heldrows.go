@@ -29,7 +29,9 @@ func (b *Bench) startHeldRow(key string, plan heldPlan) (Target, func(), error) 
 	case "portkey":
 		t, err = hb.startPortkey()
 	case "static":
-		t, err = hb.startRelayStatic(false)
+		t, err = hb.startRelayStatic(relayStatic, false)
+	case "static-nethttp":
+		t, err = hb.startRelayStatic(relayStaticNetHTTP, false)
 	case "circuit":
 		t, err = hb.startRelayCircuit()
 	case "worker":

@@ -53,10 +53,10 @@ func (t *Target) pprofFor(on bool, name string) (string, error) {
 }
 
 // startRelayStatic runs modelrelay-server with the fake model server as its one static
-// backend; pprof gives it a profiling endpoint.
-func (b *Bench) startRelayStatic(pprof bool) (Target, error) {
-	t := Target{Row: "relay static"}
-	dir := filepath.Join(b.tmp, "relay-static")
+// backend, on the HTTP server setup names; pprof gives it a profiling endpoint.
+func (b *Bench) startRelayStatic(setup staticSetup, pprof bool) (Target, error) {
+	t := Target{Row: setup.row}
+	dir := filepath.Join(b.tmp, setup.name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Target{}, fmt.Errorf("temp dir for relay: %w", err)
 	}
@@ -65,22 +65,22 @@ func (b *Bench) startRelayStatic(pprof bool) (Target, error) {
 		return Target{}, err
 	}
 	config, err := renderTemplate(b.repoRoot, dir, "relay-static.yaml",
-		templateData{Dir: dir, Listen: listen, Upstream: b.upstream})
+		templateData{Dir: dir, Listen: listen, Upstream: b.upstream, HTTPServer: setup.server})
 	if err != nil {
 		return Target{}, err
 	}
-	pprofAddr, err := t.pprofFor(pprof, "relay-static")
+	pprofAddr, err := t.pprofFor(pprof, setup.name)
 	if err != nil {
 		return Target{}, err
 	}
-	cmd, err := b.children.Start("relay-static", relayEnv(pprofAddr), b.bins.server, "--config", config)
+	cmd, err := b.children.Start(setup.name, relayEnv(pprofAddr), b.bins.server, "--config", config)
 	if err != nil {
 		return Target{}, err
 	}
 	t.Addr, t.PIDs, t.stop = listen, []int{cmd.Process.Pid}, func() { b.children.Stop(cmd) }
 	if err := waitCompletion(b, t); err != nil {
 		t.Stop()
-		return Target{}, fmt.Errorf("relay (static) not serving (see relay-static.log in %s): %w", b.tmp, err)
+		return Target{}, fmt.Errorf("%s not serving (see %s.log in %s): %w", setup.row, setup.name, b.tmp, err)
 	}
 	return t, nil
 }

@@ -19,10 +19,27 @@ var rowSpecs = []rowSpec{
 	{key: "haproxy", row: "HAProxy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[1]) }},
 	{key: "caddy", row: "Caddy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[2]) }},
 	{key: "portkey", row: "Portkey", start: func(b *Bench, _ Options) (Target, error) { return b.startPortkey() }},
-	{key: "static", row: "relay static", start: func(b *Bench, o Options) (Target, error) { return b.startRelayStatic(o.Pprof) }},
+	{key: "static", row: relayStatic.row, start: func(b *Bench, o Options) (Target, error) { return b.startRelayStatic(relayStatic, o.Pprof) }},
+	{key: "static-nethttp", row: relayStaticNetHTTP.row, start: func(b *Bench, o Options) (Target, error) {
+		return b.startRelayStatic(relayStaticNetHTTP, o.Pprof)
+	}},
 	{key: "circuit", row: "relay circuit", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayCircuit() }},
 	{key: "worker", row: "relay worker", start: func(b *Bench, o Options) (Target, error) { return b.startRelayWorker(workerSlots, o.Pprof) }},
 }
+
+// staticHTTPServer is the http_server of the static row, the one place that chooses it: the
+// relay's own lean server, which the static-nethttp row measures net/http's server against
+// under the same config.
+const staticHTTPServer = "lean"
+
+// staticSetup is one static row: its name in the tables, its process's (and log's and temp
+// dir's) name, and the http_server it runs.
+type staticSetup struct{ row, name, server string }
+
+var (
+	relayStatic        = staticSetup{row: "relay static", name: "relay-static", server: staticHTTPServer}
+	relayStaticNetHTTP = staticSetup{row: "relay static (net/http)", name: "relay-static-nethttp", server: "net/http"}
+)
 
 // workerSlots is the worker daemon's --max-concurrency in the main table: above the 64
 // connections and 200 streams it is driven with, so the daemon never queues.
@@ -47,7 +64,7 @@ func selectRows(only string) ([]rowSpec, error) {
 			}
 		}
 		if !known {
-			return nil, fmt.Errorf("-only: unknown row %q (rows: direct, nginx, haproxy, caddy, portkey, static, circuit, worker)", name)
+			return nil, fmt.Errorf("-only: unknown row %q (rows: %s)", name, rowKeys())
 		}
 	}
 	var out []rowSpec
@@ -57,4 +74,13 @@ func selectRows(only string) ([]rowSpec, error) {
 		}
 	}
 	return out, nil
+}
+
+// rowKeys lists the rows by -only key, in table order.
+func rowKeys() string {
+	keys := make([]string, len(rowSpecs))
+	for i, r := range rowSpecs {
+		keys[i] = r.key
+	}
+	return strings.Join(keys, ", ")
 }

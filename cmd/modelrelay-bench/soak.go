@@ -92,7 +92,7 @@ func runSoak(ctx context.Context, hold time.Duration, stdout, stderr io.Writer) 
 	if err := b.startUpstream(); err != nil {
 		return err
 	}
-	relay, err := b.startRelayStatic(false)
+	relay, err := b.startRelayStatic(relayStatic, false)
 	if err != nil {
 		return err
 	}

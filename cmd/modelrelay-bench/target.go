@@ -37,6 +37,8 @@ type templateData struct {
 	Dir      string // the proxy's private temp dir
 	Listen   string // 127.0.0.1:port the proxy serves on
 	Upstream string // 127.0.0.1:port of the fake model server
+	// HTTPServer is the relay's http_server (relay-static.yaml); empty for other templates.
+	HTTPServer string
 }
 
 // renderTemplate writes configs/bench/<name>.tmpl, filled with data, to dir/<name>.

@@ -15,7 +15,10 @@ type check struct {
 // Targets evaluates the targets, all as ratios within this run. A target whose rows
 // were not measured is reported as such, never as a pass.
 func (s Summary) Targets() []check {
-	static, circuit, worker := s.Row("relay static"), s.Row("relay circuit"), s.Row("relay worker")
+	static, circuit, worker := s.Row(relayStatic.row), s.Row("relay circuit"), s.Row("relay worker")
+	// Every relay row, for the checks that hold each of them (the static row on the other server
+	// among them).
+	relays := []*RowResult{static, s.Row(relayStaticNetHTTP.row), circuit, worker}
 	nginx, caddy := s.Row("nginx"), s.Row("Caddy")
 	var out []check
 	add := func(name string, need []*RowResult, eval func() check) {
@@ -45,7 +48,7 @@ func (s Summary) Targets() []check {
 	add("zero failed or truncated streams (relay rows)", []*RowResult{static}, func() check {
 		var parts []string
 		failed := 0
-		for _, r := range []*RowResult{static, circuit, worker} {
+		for _, r := range relays {
 			if r != nil {
 				failed += r.SSE.Failed
 				parts = append(parts, fmt.Sprintf("%s %d/%d", r.Target.Row, r.SSE.Failed, r.SSE.Streams))
@@ -65,7 +68,7 @@ func (s Summary) Targets() []check {
 	portkey := s.Row("Portkey")
 	add("every relay row ahead of Portkey on req/s, CPU per request and peak RSS", []*RowResult{portkey}, func() check {
 		var behind []string
-		for _, r := range []*RowResult{static, circuit, worker} {
+		for _, r := range relays {
 			if r == nil {
 				continue
 			}

@@ -21,6 +21,7 @@ import (
 // defaults have been merged (in that order of precedence) and validated.
 type Config struct {
 	Listen                 string
+	HTTPServer             string // the listener's HTTP server: net/http or lean (lowercased)
 	WorkerSecret           string // "" = relay workers cannot join
 	Provider               string
 	MaxQueueLen            int           // 0 = unbounded
@@ -183,6 +184,7 @@ type setting struct {
 
 var settings = []setting{
 	{key: "listen", flag: "listen", env: "LISTEN_ADDR"},
+	{key: "http_server", flag: "http-server", env: "MODELRELAY_HTTP_SERVER"},
 	{key: "worker_secret", flag: "worker-secret", env: "WORKER_SECRET"},
 	{key: "provider", flag: "provider", env: "PROVIDER_NAME"},
 	{key: "max_queue_len", flag: "max-queue-len", env: "MAX_QUEUE_LEN"},
@@ -230,6 +232,14 @@ var settings = []setting{
 	{key: "demo", flag: "demo", env: "MODELRELAY_DEMO", boolean: true},
 }
 
+// httpServers are the values of `http_server`, the server of the inference listener:
+// net/http's, or relay/h1's lean HTTP/1.1 server (plain connections only, so appproxy's
+// tls_listen keeps net/http, which serves TLS and HTTP/2).
+var httpServers = []string{"net/http", "lean"}
+
+// defaultHTTPServer is http_server when nothing sets it (and TLS does not ask for net/http).
+const defaultHTTPServer = "net/http"
+
 // routingPolicies are the values of `routing`: least_load picks by load alone; cache_aware
 // also returns a session to its last target and a prompt to the target holding its prefix.
 var routingPolicies = []string{"least_load", "cache_aware"}
@@ -272,6 +282,7 @@ const coordinatorTimeout = 30 * time.Second
 func defaultValues() map[string]any {
 	return map[string]any{
 		"listen":                         "127.0.0.1:8080",
+		"http_server":                    defaultHTTPServer,
 		"provider":                       "local",
 		"max_queue_len":                  100,
 		"queue_timeout":                  30 * time.Second,
@@ -378,7 +389,7 @@ func loadConfig(args []string, getenv func(string) string, environ []string) (Co
 
 	cfg := decodeConfig(k, &p)
 	cfg.ConfigFile = configPath
-	cfg.applyDerivedDefaults()
+	cfg.applyDerivedDefaults(explicit)
 	cfg.validate(&p)
 	if err := p.err(); err != nil {
 		return Config{}, warnings, err

@@ -306,6 +306,7 @@ func decodeConfig(k *koanf.Koanf, p *problems) Config {
 	d := &decoder{get: k.Get, p: p}
 	c := Config{
 		Listen:                 d.str("listen"),
+		HTTPServer:             strings.ToLower(d.str("http_server")),
 		WorkerSecret:           d.str("worker_secret"),
 		Provider:               d.str("provider"),
 		MaxQueueLen:            d.int("max_queue_len"),

@@ -62,6 +62,7 @@ func TestZeroConfigYieldsSpecDefaults(t *testing.T) {
 	host, _ := os.Hostname()
 	want := Config{
 		Listen:                 "127.0.0.1:8080",
+		HTTPServer:             defaultHTTPServer, // one constant: the default is flipped there alone
 		Provider:               "local",
 		MaxQueueLen:            100,
 		QueueTimeout:           30 * time.Second,
@@ -181,6 +182,10 @@ func TestPrecedence(t *testing.T) {
 			vals:    layers{"1m", "45", "0"},
 			get:     func(c Config) any { return c.SlowStart },
 			fileVal: time.Duration(0), envVal: 45 * time.Second, flagVal: time.Minute, defaultVal: 30 * time.Second},
+		{key: "http_server", flag: "http-server", env: "MODELRELAY_HTTP_SERVER",
+			vals:    layers{"Lean", "NET/HTTP", "lean"},
+			get:     func(c Config) any { return c.HTTPServer },
+			fileVal: "lean", envVal: "net/http", flagVal: "lean", defaultVal: defaultHTTPServer},
 		{key: "routing", flag: "routing", env: "ROUTING",
 			vals:    layers{"Least_Load", "CACHE_AWARE", "least_load"},
 			get:     func(c Config) any { return c.Routing },
@@ -388,7 +393,7 @@ models = "a, b"
 api_key = "sk-file-key"
 ` + validAppProxyTOML
 	want := Config{
-		Listen: "0.0.0.0:9000", WorkerSecret: "ws", Provider: "local", MaxQueueLen: 7,
+		Listen: "0.0.0.0:9000", HTTPServer: defaultHTTPServer, WorkerSecret: "ws", Provider: "local", MaxQueueLen: 7,
 		QueueTimeout: 90 * time.Second, RequestTimeout: 300 * time.Second, DrainTimeout: 30 * time.Second,
 		LogLevel: "info", LogFormat: "text", AccessLog: true, KeyCacheTTL: 5 * time.Second, UsageMaxPending: 100000,
 		MaxBodyBytes: 33554432, MaxModelsPerWorker: 256,
@@ -656,6 +661,10 @@ func TestValidationErrors(t *testing.T) {
 		{"slow start negative", loadCase{env: map[string]string{"SLOW_START": "-30s"}}, `config: slow_start: must not be negative, got "-30s"`},
 		{"slow start text", loadCase{args: []string{"--slow-start=gradual"}}, `config: slow_start: invalid duration "gradual" (want e.g. 30s, 5m or a number of seconds)`},
 		{"slow start zero ok", file("slow_start: 0"), ""},
+		{"http server unknown", file("http_server: fasthttp"), `config: http_server: unknown server "fasthttp" (want net/http or lean)`},
+		{"http server empty", loadCase{args: []string{"--http-server="}}, `config: http_server: unknown server "" (want net/http or lean)`},
+		{"http server type", file("http_server: 1"), `config: http_server: must be a string (quote the value)`},
+		{"http server case ok", loadCase{env: map[string]string{"MODELRELAY_HTTP_SERVER": " LEAN "}}, ""},
 		{"routing unknown", file("routing: round_robin"), `config: routing: unknown policy "round_robin" (want least_load or cache_aware)`},
 		{"routing empty", loadCase{args: []string{"--routing="}}, `config: routing: unknown policy "" (want least_load or cache_aware)`},
 		{"routing type", file("routing: 1"), `config: routing: must be a string (quote the value)`},
@@ -743,6 +752,9 @@ func TestValidationErrors(t *testing.T) {
 		{"tls without key", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_TLS_LISTEN": "1", "APPPROXY_TLS_CERT": cert}}, `config: appproxy.tls_key: required when appproxy.tls_listen is true`},
 		{"tls key missing file", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_TLS_LISTEN": "on", "APPPROXY_TLS_CERT": cert, "APPPROXY_TLS_KEY": filepath.Join(dir, "nope.pem")}}, `config: appproxy.tls_key: stat ` + filepath.Join(dir, "nope.pem") + `: no such file or directory`},
 		{"tls ok", loadCase{file: validAppProxyYAML, env: map[string]string{"APPPROXY_TLS_LISTEN": "yes", "APPPROXY_TLS_CERT": cert, "APPPROXY_TLS_KEY": cert}}, ""},
+		{"tls with the lean server", loadCase{file: validAppProxyYAML + "http_server: lean\n", env: map[string]string{"APPPROXY_TLS_LISTEN": "yes", "APPPROXY_TLS_CERT": cert, "APPPROXY_TLS_KEY": cert}}, `config: http_server: lean serves plain HTTP/1.1 only; appproxy.tls_listen needs net/http`},
+		{"tls with net/http", loadCase{file: validAppProxyYAML + "http_server: net/http\n", env: map[string]string{"APPPROXY_TLS_LISTEN": "yes", "APPPROXY_TLS_CERT": cert, "APPPROXY_TLS_KEY": cert}}, ""},
+		{"lean without worker mode's tls", loadCase{file: "http_server: lean\nappproxy: {tls_listen: true, tls_cert: " + cert + ", tls_key: " + cert + "}\n"}, ""},
 		{"unset variable", file("appproxy:\n  api_secret: ${NO_SUCH_VAR}\n"), `config: appproxy.api_secret: environment variable NO_SUCH_VAR is not set`},
 		{"unset variable in list", file("backends:\n  - url: http://a\n    models: [x, '${NOPE}']\n"), `config: backends[0].models[1]: environment variable NOPE is not set`},
 		{"unterminated variable", file("admin_token: 'a${B'"), `config: admin_token: unterminated "${"`},
@@ -1012,6 +1024,20 @@ func TestOperatorWarnings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTLSTakesNetHTTP: with worker mode's TLS listener, http_server left to its default is
+// net/http, whatever the default (the lean server has no TLS); asked for lean, it is an error
+// (TestValidationErrors).
+func TestTLSTakesNetHTTP(t *testing.T) {
+	dir := t.TempDir()
+	cert := filepath.Join(dir, "cert.pem")
+	os.WriteFile(cert, []byte("x"), 0o600)
+	cfg, _ := mustLoad(t, loadCase{file: validAppProxyYAML,
+		env: map[string]string{"APPPROXY_TLS_LISTEN": "true", "APPPROXY_TLS_CERT": cert, "APPPROXY_TLS_KEY": cert}})
+	if cfg.HTTPServer != "net/http" {
+		t.Fatalf("http_server = %q under TLS, want net/http", cfg.HTTPServer)
 	}
 }
 

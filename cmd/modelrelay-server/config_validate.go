@@ -22,7 +22,11 @@ import (
 )
 
 // applyDerivedDefaults fills the defaults that depend on other values or on the host.
-func (c *Config) applyDerivedDefaults() {
+// explicit holds the flattened keys that a file, the environment or a flag set.
+func (c *Config) applyDerivedDefaults(explicit map[string]bool) {
+	if c.tlsListen() && !explicit["http_server"] {
+		c.HTTPServer = "net/http" // the lean server has no TLS: a default never makes it an error
+	}
 	for i := range c.Backends {
 		if c.Backends[i].Name == "" {
 			if u, err := url.Parse(c.Backends[i].URL); err == nil {
@@ -55,6 +59,11 @@ func (c Config) validate(p *problems) {
 	}
 	if !slices.Contains([]string{"text", "json"}, c.LogFormat) {
 		p.add("log_format", "unknown format %q (want text or json)", c.LogFormat)
+	}
+	if !slices.Contains(httpServers, c.HTTPServer) {
+		p.add("http_server", "unknown server %q (want net/http or lean)", c.HTTPServer)
+	} else if c.HTTPServer == "lean" && c.tlsListen() {
+		p.add("http_server", "lean serves plain HTTP/1.1 only; appproxy.tls_listen needs net/http")
 	}
 	for _, limit := range []struct {
 		key string
@@ -163,6 +172,9 @@ func (c Config) validateScheduling(p *problems) {
 		p.add("max_client_priority", "unknown class %q (want high, normal or low)", c.MaxClientPriority)
 	}
 }
+
+// tlsListen reports whether the listener serves TLS: worker mode with appproxy.tls_listen.
+func (c Config) tlsListen() bool { return c.AppProxy.Enabled && c.AppProxy.TLSListen }
 
 // checkHostPort wants host:port with a numeric port; the host may be empty (all interfaces).
 func checkHostPort(addr string) error {
@@ -456,6 +468,7 @@ func (c Config) LogValue() slog.Value {
 	a := c.AppProxy
 	return slog.GroupValue(
 		slog.String("listen", c.Listen),
+		slog.String("http_server", c.HTTPServer),
 		slog.String("provider", c.Provider),
 		slog.String("worker_secret", secret(c.WorkerSecret)),
 		slog.String("admin_token", secret(c.AdminToken)),

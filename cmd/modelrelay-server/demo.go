@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"time"
 
@@ -21,7 +20,7 @@ const demoBackend = "demo"
 
 // demoServer is the running demo model server.
 type demoServer struct {
-	srv    *http.Server
+	srv    httpServer
 	url    string
 	served chan error
 }
@@ -39,12 +38,9 @@ func startDemo(cfg *Config, log *slog.Logger) (*demoServer, error) {
 		return nil, fmt.Errorf("demo model: listen: %w", err)
 	}
 	d := &demoServer{
-		srv: &http.Server{
-			Handler:           demo.New(demo.Options{Model: demoBackend}),
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		},
+		// The server http_server names, as for the relay's listener: the demo is plain HTTP
+		// on loopback, which either serves.
+		srv:    newHTTPServer(cfg.HTTPServer, demo.New(demo.Options{Model: demoBackend}), log),
 		url:    "http://" + ln.Addr().String(),
 		served: make(chan error, 1),
 	}
@@ -73,7 +69,7 @@ func (d *demoServer) logReady(log *slog.Logger, cfg Config, addr net.Addr) {
 // demoCurl is a command that asks the relay at addr for a chat completion from the demo.
 func demoCurl(cfg Config, addr net.Addr) string {
 	scheme := "http"
-	if cfg.AppProxy.Enabled && cfg.AppProxy.TLSListen {
+	if cfg.tlsListen() {
 		scheme = "https"
 	}
 	auth := ""

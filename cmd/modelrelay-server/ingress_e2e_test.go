@@ -317,6 +317,50 @@ func TestE2ESSEArrivesChunkByChunk(t *testing.T) {
 	}
 }
 
+// TestE2EPassThroughStreamOutlivesItsBodyDeadline: a circuit call on a path the relay does
+// not know streams its body to the replica under the minimum rate's read deadlines (5 s of
+// grace, then the rate); an answer that streams on past the last of them is not cut, on either
+// server (http_server): the deadline is the body's, over once the body has ended.
+func TestE2EPassThroughStreamOutlivesItsBodyDeadline(t *testing.T) {
+	t.Parallel()
+	rep := newReplica(t, "tgi", "m")
+	gate := make(chan struct{})
+	rep.mu.Lock()
+	rep.sseGate = gate
+	rep.mu.Unlock()
+	c := newCircuit("longstream", route{port: rep.port()})
+	c.public = true
+	e := startE2E(t, e2eOptions{circuits: []json.RawMessage{c.json()}})
+	e.waitServing(circuitHost("longstream"), nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := e.send(ctx, "POST", circuitHost("longstream"), "/generate_stream", withJSON(nil), []byte(`{"inputs":"hi"}`))
+	if err != nil {
+		close(gate)
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if line, err := rd.ReadString('\n'); resp.StatusCode != 200 || !strings.HasPrefix(line, `data: {"chunk":1`) {
+		close(gate)
+		t.Fatalf("answered %d, first line %q (%v)", resp.StatusCode, line, err)
+	}
+	// Past the body's last deadline (the grace, and the few bytes at the minimum rate), and
+	// past a look for a client that left after it: nothing is measured, only waited out.
+	time.Sleep(7 * time.Second)
+	close(gate)
+	rest, err := io.ReadAll(rd)
+	if err != nil || !strings.Contains(string(rest), `data: {"chunk":2}`) || !strings.Contains(string(rest), "data: [DONE]") {
+		t.Errorf("rest of the stream %q (%v): cut when the body's deadline passed", rest, err)
+	}
+	select {
+	case <-rep.streamGone:
+		t.Error("the replica saw its stream's client leave")
+	default:
+	}
+}
+
 func TestE2ECircuitAtCapacityQueues(t *testing.T) {
 	t.Parallel()
 	rep := newReplica(t, "llama", "llama-3-8b")

@@ -231,16 +231,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	httpSrv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
+	httpSrv := newHTTPServer(cfg.HTTPServer, handler, log)
 	served := make(chan error, 1)
 	go func() {
-		if cfg.AppProxy.Enabled && cfg.AppProxy.TLSListen {
-			served <- httpSrv.ServeTLS(ln, cfg.AppProxy.TLSCert, cfg.AppProxy.TLSKey)
+		if cfg.tlsListen() {
+			// net/http's server: validation keeps http_server on it under TLS (the lean
+			// server has no TLS, nor HTTP/2).
+			served <- httpSrv.(*http.Server).ServeTLS(ln, cfg.AppProxy.TLSCert, cfg.AppProxy.TLSKey)
 			return
 		}
 		served <- httpSrv.Serve(ln)
@@ -254,7 +251,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		go func() { workerDone <- mode.run(workerCtx) }()
 	}
 
-	log.Info("modelrelay-server listening", "addr", ln.Addr().String(), "provider", cfg.Provider,
+	log.Info("modelrelay-server listening", "addr", ln.Addr().String(), "http_server", cfg.HTTPServer, "provider", cfg.Provider,
 		"backends", len(cfg.Backends), "appproxy", cfg.AppProxy.Enabled, "version", version)
 	if demoModel != nil {
 		demoModel.logReady(log, cfg, ln.Addr())

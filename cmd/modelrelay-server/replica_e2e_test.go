@@ -169,6 +169,9 @@ func (r *replica) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		writeReplicaJSON(w, 200, map[string]any{"id": "chatcmpl-" + r.name, "object": "chat.completion",
 			"model": in.Model, "replica": r.name,
 			"choices": []map[string]any{{"index": 0, "message": map[string]string{"role": "assistant", "content": "hello"}, "finish_reason": "stop"}}})
+	case req.Method == "POST" && req.URL.Path == "/generate_stream":
+		// A streaming path the relay does not know (TGI's): passed through, answered as SSE.
+		r.stream(w, req, gate)
 	case req.URL.Path == "/health":
 		writeReplicaJSON(w, 200, map[string]any{"status": "healthy", "replica": r.name})
 	case req.URL.Path == "/hop":

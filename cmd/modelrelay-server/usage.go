@@ -28,6 +28,11 @@ comma-separated.
 Listening:
   --listen ADDR                  address to listen on
                                  env LISTEN_ADDR, default 127.0.0.1:8080
+  --http-server SERVER           the listener's HTTP server: net/http, or lean (the
+                                 relay's own HTTP/1.1 server: less CPU and memory per
+                                 request; no TLS or HTTP/2, so appproxy.tls_listen
+                                 takes net/http)
+                                 env MODELRELAY_HTTP_SERVER, default ` + defaultHTTPServer + `
   --trusted-proxies CIDRS        proxies whose X-Forwarded-For/-Host are believed
                                  (CIDRs or bare IPs)
                                  env TRUSTED_PROXIES, default none

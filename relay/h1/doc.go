@@ -5,6 +5,11 @@
 // nothing of HTTP/2, proxies, redirects, cookies or compression. It imports only the
 // standard library.
 //
+// It also holds Server, an HTTP/1.1 server for an http.Handler on plain connections: the
+// inference listener's server when modelrelay-server's http_server is lean, in place of
+// net/http's (see "Server" below). Both directions read heads, fields and chunked bodies with
+// the one parser, under the same rules.
+//
 // The surface:
 //
 //   - Client holds keep-alive connections, pooled per upstream (scheme and host), and Do
@@ -114,6 +119,40 @@
 // from 1 to 4 KiB, folded trailers, and heads over 64 KiB. Two differences of what is read
 // from an accepted answer: net/http deletes a Connection field that says close and adds
 // Cache-Control: no-cache after Pragma: no-cache; here the fields are as sent.
+//
+// # Server
+//
+// Server serves each connection on one goroutine and nothing else: no background reader, no
+// timer per request. Read and write buffers (4 KiB each) come from pools and are held only
+// while a head or a body is read or written; a handler that waits with its request read to
+// the end (a stream between two events) holds neither. A client that leaves is noticed by a
+// failed write, or, while the handler waits, by one goroutine per Server that every
+// GoneCheckInterval peeks without blocking at the sockets of such handlers and cancels the
+// request of one that reads end of file or an error: net/http parks a reading goroutine on
+// every connection instead, which costs a goroutine, its stack and a wake-up per request.
+//
+// Requests are served one at a time per connection, pipelined ones in order. A request body
+// is framed by Content-Length or chunked (the same reader as answers' bodies; trailers
+// dropped); Expect: 100-continue is answered on the body's first read, any other expectation
+// gets 417; what a handler leaves unread (up to 256 KiB) is read and dropped to keep the
+// connection, else it closes. Answers are framed by the handler's Content-Length, by the
+// length of the whole body when the handler returns before anything was flushed, else
+// chunked (until the close for an HTTP/1.0 client). Nothing is sniffed: an answer without a
+// Content-Type goes without one. Hijack hands the connection over (WebSocket upgrades).
+//
+// Requests follow the strictness rules above for fields, lengths, transfer codings, line
+// ends and chunks, and these of their own: a request line of a token method, one space, a
+// target of visible ASCII, one space and HTTP/1.0 or HTTP/1.1 exactly; origin-form and
+// absolute-form (http and https), no CONNECT and no "*"; exactly one Host field of
+// host characters on HTTP/1.1 (at most one on 1.0); a head within MaxHeaderBytes (431
+// beyond). A refused request gets 400 (431, 417, 505) and the connection closes.
+// TestRequestSmuggling records each case against net/http's server, and FuzzRequest checks
+// that whatever this server serves, net/http's serves the same way. net/http serves more,
+// which this server refuses on purpose: bare LF line ends in the head and the trailers,
+// obs-fold (it unfolds, Content-Length too), Content-Length with Transfer-Encoding (it lets
+// Transfer-Encoding win), Transfer-Encoding on HTTP/1.0 (it ignores it), chunk-size lines
+// from 1 to 4 KiB, NUL in chunk extensions, folded trailers, HTTP/1.2, CONNECT, "*" as the
+// target of any method, and heads of more than 512 fields.
 //
 // # Not done
 //

@@ -17,6 +17,10 @@ var ErrMalformed = errors.New("malformed response")
 // request is still being written) leaves it out.
 var ErrUnanswered = errors.New("no answer to the whole request")
 
+// errHeadTooLarge is a head past its size limit: 64 KiB for an answer, Server.MaxHeaderBytes
+// for a request.
+var errHeadTooLarge = malformed("head over its size limit")
+
 func malformed(what string) error {
 	return fmt.Errorf("h1: %w: %s", ErrMalformed, what)
 }

@@ -44,3 +44,22 @@ func (p *probe) read(fd uintptr) bool {
 		}
 	}
 }
+
+// gone reports whether a client connection, with nothing left of its request to read, has
+// ended: end of file or an error. Bytes waiting (a pipelined request) or none (EAGAIN) mean
+// the client is still there.
+func (p *probe) gone() bool {
+	if p.rc == nil {
+		return false
+	}
+	if err := p.rc.Read(p.peek); err != nil {
+		return true
+	}
+	switch {
+	case p.err == nil:
+		return p.n == 0
+	case p.err == syscall.EAGAIN || p.err == syscall.EWOULDBLOCK:
+		return false
+	}
+	return true
+}

@@ -67,6 +67,14 @@ func (rd *reader) release() {
 	}
 }
 
+// drop gives the buffer back whatever it holds: the reader is done with.
+func (rd *reader) drop() {
+	if rd.buf != nil {
+		readBufs.Put(rd.buf)
+		rd.buf, rd.r, rd.w = nil, 0, 0
+	}
+}
+
 // more reads once from the source, after what is buffered (moved to the front first). It
 // returns with at least one more byte buffered or with rd.err set.
 func (rd *reader) more() {

@@ -100,29 +100,35 @@ func (hr *headReader) readOne() (head, error) {
 	if h.status, h.minor, err = parseStatusLine(line); err != nil {
 		return h, err
 	}
+	return h, hr.readFields(&h)
+}
+
+// readFields reads the field lines after a start line, up to the empty line that ends the
+// head, and checks what they say about framing. The start line is no longer needed.
+func (hr *headReader) readFields(h *head) error {
 	hr.block = hr.block[:0]
 	for {
 		start := len(hr.block)
 		line, err := hr.line()
 		if err != nil {
-			return h, err
+			return err
 		}
 		if len(line) == 0 {
-			return h, h.check()
+			return h.check()
 		}
 		if len(hr.fields) == maxFields {
-			return h, malformed("more than 512 header fields")
+			return malformed("more than 512 header fields")
 		}
 		f, err := parseField(line, true)
 		if err != nil {
-			return h, err
+			return err
 		}
 		f.name.start += start
 		f.name.end += start
 		f.value.start += start
 		f.value.end += start
-		if err := hr.note(&h, &f); err != nil {
-			return h, err
+		if err := hr.note(h, &f); err != nil {
+			return err
 		}
 		hr.fields = append(hr.fields, f)
 	}
@@ -138,7 +144,7 @@ func (hr *headReader) line() ([]byte, error) {
 			hr.got = true
 		}
 		if hr.left -= len(frag); hr.left < 0 {
-			return nil, malformed("response head over 64 KiB")
+			return nil, errHeadTooLarge
 		}
 		hr.block = append(hr.block, frag...)
 		if err == nil {
