@@ -64,13 +64,13 @@ func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dial
 // admitted is what admitCall hands ServeInferenceAt: the request, ready to serve, and what to give
 // back once it is answered.
 type admitted struct {
-	req    *Request
-	key    *keys.Key
-	asked  string   // the model asked for: the body's, or a circuit's canonical one
-	chain  []string // the asked model's fallbacks, before the key's allowed models apply
-	out    *answer
-	body   *bodyReader
-	tap    *usage.Tap
+	req   *Request
+	key   *keys.Key
+	asked string   // the model asked for: the body's, or a circuit's canonical one
+	chain []string // the asked model's fallbacks, before the key's allowed models apply
+	out   *answer
+	body  *bodyReader
+	tap   *usage.Tap
 }
 
 // release gives back what the call held, last taken first.
