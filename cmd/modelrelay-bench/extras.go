@@ -49,7 +49,7 @@ func (s Summary) ChunkCPUMarkdown() string {
 		}
 		per := us(r.CPUPerChunk())
 		times, goal, result := "n/a", "—", "—"
-		bound := map[string]float64{relayStatic.row: goalChunkStatic, relayStaticNetHTTP.row: goalChunkStatic,
+		bound := map[string]float64{relayStatic.row: goalChunkStatic, relayStaticLean.row: goalChunkStatic,
 			"relay worker": goalChunkWorker}[r.Target.Row]
 		if nginx != nil && nginx.CPUPerChunk() > 0 {
 			x := per / us(nginx.CPUPerChunk())

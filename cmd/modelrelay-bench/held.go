@@ -31,7 +31,7 @@ const (
 // heldKeys are the rows the scenario covers (by -only key): nginx as the yardstick, Portkey as
 // the peer gateway, and every relay row. HAProxy's config caps it at 8192 connections
 // (maxconn); Caddy has no goal here.
-var heldKeys = []string{"nginx", "portkey", "static", "static-nethttp", "circuit", "worker"}
+var heldKeys = []string{"nginx", "portkey", "static", "static-lean", "circuit", "worker"}
 
 // HeldResult is one row's figures.
 type HeldResult struct {

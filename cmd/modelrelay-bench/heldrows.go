@@ -30,8 +30,8 @@ func (b *Bench) startHeldRow(key string, plan heldPlan) (Target, func(), error) 
 		t, err = hb.startPortkey()
 	case "static":
 		t, err = hb.startRelayStatic(relayStatic, false)
-	case "static-nethttp":
-		t, err = hb.startRelayStatic(relayStaticNetHTTP, false)
+	case "static-lean":
+		t, err = hb.startRelayStatic(relayStaticLean, false)
 	case "circuit":
 		t, err = hb.startRelayCircuit()
 	case "worker":

@@ -79,7 +79,7 @@ func parseOptions(args []string, stderr io.Writer) (Options, error) {
 	fs.SetOutput(stderr)
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured non-streaming run per row")
 	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "unmeasured non-streaming run before it")
-	fs.StringVar(&o.Only, "only", "", "comma list of rows: nginx,haproxy,caddy,portkey,static,static-nethttp,circuit,worker (direct always runs)")
+	fs.StringVar(&o.Only, "only", "", "comma list of rows: nginx,haproxy,caddy,portkey,static,static-lean,circuit,worker (direct always runs)")
 	fs.BoolVar(&o.SkipInstall, "skip-install", false, "do not apt-get install missing tools; skip their rows")
 	fs.IntVar(&o.Conns, "conns", 64, "non-streaming connections")
 	fs.IntVar(&o.Streams, "streams", 200, "concurrent SSE streams")

@@ -20,25 +20,22 @@ var rowSpecs = []rowSpec{
 	{key: "caddy", row: "Caddy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[2]) }},
 	{key: "portkey", row: "Portkey", start: func(b *Bench, _ Options) (Target, error) { return b.startPortkey() }},
 	{key: "static", row: relayStatic.row, start: func(b *Bench, o Options) (Target, error) { return b.startRelayStatic(relayStatic, o.Pprof) }},
-	{key: "static-nethttp", row: relayStaticNetHTTP.row, start: func(b *Bench, o Options) (Target, error) {
-		return b.startRelayStatic(relayStaticNetHTTP, o.Pprof)
+	{key: "static-lean", row: relayStaticLean.row, start: func(b *Bench, o Options) (Target, error) {
+		return b.startRelayStatic(relayStaticLean, o.Pprof)
 	}},
 	{key: "circuit", row: "relay circuit", start: func(b *Bench, _ Options) (Target, error) { return b.startRelayCircuit() }},
 	{key: "worker", row: "relay worker", start: func(b *Bench, o Options) (Target, error) { return b.startRelayWorker(workerSlots, o.Pprof) }},
 }
 
-// staticHTTPServer is the http_server of the static row, the one place that chooses it: the
-// relay's own lean server, which the static-nethttp row measures net/http's server against
-// under the same config.
-const staticHTTPServer = "lean"
-
 // staticSetup is one static row: its name in the tables, its process's (and log's and temp
 // dir's) name, and the http_server it runs.
 type staticSetup struct{ row, name, server string }
 
+// The static row runs the relay's default server, net/http's; the static-lean row runs the
+// same config on the relay's own lean HTTP/1.1 server (http_server: lean), measured beside it.
 var (
-	relayStatic        = staticSetup{row: "relay static", name: "relay-static", server: staticHTTPServer}
-	relayStaticNetHTTP = staticSetup{row: "relay static (net/http)", name: "relay-static-nethttp", server: "net/http"}
+	relayStatic     = staticSetup{row: "relay static", name: "relay-static", server: "net/http"}
+	relayStaticLean = staticSetup{row: "relay static (lean)", name: "relay-static-lean", server: "lean"}
 )
 
 // workerSlots is the worker daemon's --max-concurrency in the main table: above the 64

@@ -18,7 +18,7 @@ func (s Summary) Targets() []check {
 	static, circuit, worker := s.Row(relayStatic.row), s.Row("relay circuit"), s.Row("relay worker")
 	// Every relay row, for the checks that hold each of them (the static row on the other server
 	// among them).
-	relays := []*RowResult{static, s.Row(relayStaticNetHTTP.row), circuit, worker}
+	relays := []*RowResult{static, s.Row(relayStaticLean.row), circuit, worker}
 	nginx, caddy := s.Row("nginx"), s.Row("Caddy")
 	var out []check
 	add := func(name string, need []*RowResult, eval func() check) {

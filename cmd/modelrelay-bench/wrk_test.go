@@ -80,9 +80,9 @@ func TestSelectRows(t *testing.T) {
 	if got, want := len(keys), 3; got != want || keys[0] != "direct" || keys[1] != "caddy" || keys[2] != "static" {
 		t.Errorf("selectRows = %v, want [direct caddy static] in table order", keys)
 	}
-	rows, err = selectRows("relay static (net/http)")
-	if err != nil || len(rows) != 2 || rows[1].key != "static-nethttp" {
-		t.Errorf("selectRows by the net/http static row's name = %v, %v", rows, err)
+	rows, err = selectRows("relay static (lean)")
+	if err != nil || len(rows) != 2 || rows[1].key != "static-lean" {
+		t.Errorf("selectRows by the lean static row's name = %v, %v", rows, err)
 	}
 	if _, err := selectRows("squid"); err == nil {
 		t.Error("selectRows accepted an unknown row")
