@@ -45,8 +45,10 @@ type Placement struct {
 // fallback chain while no byte has reached the client.
 //
 // The stages that read the request run in admitCall, whose frame (the body's view, the scratch
-// of every check) is gone before the call is served: a held stream's goroutine then waits on
-// a shallow stack, which the runtime shrinks to half (8 KiB a stream).
+// of every check) is gone before the call is served. A held stream's goroutine waits on the
+// frames from here down to the upstream read, and they are kept small: the runtime leaves a
+// goroutine's stack at 8 KiB while its deepest call fits, and halves a 16 KiB one that waits
+// using under a quarter of it.
 func (s *Server) ServeInferenceAt(w http.ResponseWriter, r *http.Request, d Dialect, at Placement) {
 	x := exchange{arrival: time.Now()}
 	var c admitted
