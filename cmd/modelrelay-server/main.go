@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"modelrelay/cmd/internal/gcfloor"
 	"modelrelay/cmd/internal/pprofserve"
 	"modelrelay/relay"
 	"modelrelay/relay/admin"
@@ -68,6 +69,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if addr := getenv(pprofserve.EnvVar); addr != "" {
 		pprofserve.Start(ctx, addr, log)
 	}
+	defer gcfloor.Start(gcfloor.Floor)()
 	if err := serve(ctx, cfg, log); err != nil {
 		fmt.Fprintln(stderr, "modelrelay-server:", err)
 		return 1

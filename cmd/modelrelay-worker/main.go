@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"modelrelay/cmd/internal/gcfloor"
 	"modelrelay/cmd/internal/pprofserve"
 	"modelrelay/relay/daemon"
 )
@@ -74,6 +75,7 @@ func run(signals context.Context, stopSignals func(), args []string,
 	if addr, ok := lookupEnv(pprofserve.EnvVar); ok && addr != "" {
 		pprofserve.Start(runCtx, addr, log)
 	}
+	defer gcfloor.Start(gcfloor.Floor)()
 	done := make(chan error, 1)
 	go func() { done <- d.Run(runCtx) }()
 	select {
