@@ -9,9 +9,11 @@
 // of held streams), the default target is above the floor and GOGC=100 applies unchanged, so
 // the floor never adds more than itself to the peak heap.
 //
-// After every collection the percent is set from the live heap the collection found:
-// max(100, (floor/live − 1) × 100), so that live × (1 + percent/100) ≥ floor. An operator who
-// sets GOGC has chosen: Start then does nothing.
+// After every collection the percent is set from what the collection found. Go's target is
+// live + (live + stacks + globals) × percent/100 (the percent applies to the goroutine stacks
+// and globals it scans, too), so the percent that reaches the floor is
+// (floor − live) × 100 / (live + stacks + globals), and never below Go's default of 100. An
+// operator who sets GOGC has chosen: Start then does nothing.
 package gcfloor
 
 import (
@@ -34,7 +36,9 @@ func Start(floor uint64) (stop func()) {
 	if os.Getenv("GOGC") != "" || floor == 0 {
 		return func() {}
 	}
-	t := &tuner{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}, percent: 100}
+	t := &tuner{floor: floor, percent: 100, sample: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
+	}}
 	t.arm()
 	return func() {
 		t.mu.Lock()
@@ -69,24 +73,27 @@ func (t *tuner) tune() {
 		return
 	}
 	metrics.Read(t.sample)
-	if p := percentFor(t.floor, t.sample[0].Value.Uint64()); p != t.percent {
+	live, roots := t.sample[0].Value.Uint64(), t.sample[1].Value.Uint64()+t.sample[2].Value.Uint64()
+	if p := percentFor(t.floor, live, roots); p != t.percent {
 		t.percent = p
 		debug.SetGCPercent(p)
 	}
 	t.arm()
 }
 
-// percentFor is the GOGC that puts the heap target of a live heap at or above floor: never below
-// Go's default of 100, and rounded up to a multiple of 25 so that small moves of the live heap
-// do not reset the collector after every cycle.
-func percentFor(floor, live uint64) int {
-	if live == 0 {
+// percentFor is the GOGC that puts the heap target at or above floor, for a live heap and the
+// stacks and globals the collector scans besides (roots): never below Go's default of 100, and
+// rounded up to a multiple of 25 so that small moves of the live heap do not reset the
+// collector after every cycle.
+func percentFor(floor, live, roots uint64) int {
+	scanned := live + roots
+	if scanned == 0 {
 		return maxPercent
 	}
-	if live*2 >= floor {
+	if live >= floor || (floor-live)*100 <= scanned*100 {
 		return 100
 	}
-	p := (floor - live) * 100 / live
+	p := (floor - live) * 100 / scanned
 	p = (p + 24) / 25 * 25
 	return int(min(p, maxPercent))
 }

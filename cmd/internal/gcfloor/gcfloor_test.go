@@ -8,24 +8,27 @@ import (
 )
 
 func TestPercentFor(t *testing.T) {
+	const floor = 12 << 20
 	for _, c := range []struct {
-		floor, live uint64
+		live, roots uint64
 		want        int
 	}{
-		{24 << 20, 0, maxPercent},
-		{24 << 20, 1, maxPercent},       // a tiny heap: bounded
-		{24 << 20, 3 << 20, 700},        // 3 MiB live: 3 × (1 + 7) = 24
-		{24 << 20, 5 << 20, 400},        // 380, rounded up to 400
-		{24 << 20, 12 << 20, 100},       // the default target reaches the floor
-		{24 << 20, 500 << 20, 100},      // thousands of held streams: the default
-		{24 << 20, 11<<20 + 1<<19, 125}, // just under half the floor
+		{0, 0, maxPercent},
+		{1, 0, maxPercent},        // a tiny heap: bounded
+		{3 << 20, 0, 300},         // 3 + 3 × 3 = 12
+		{3 << 20, 1 << 20, 225},   // 3 + 4 × 2.25 = 12
+		{2 << 20, 8 << 20, 100},   // the stacks alone reach the floor at the default
+		{5 << 20, 0, 150},         // 140, rounded up
+		{6 << 20, 0, 100},         // the default target reaches the floor
+		{500 << 20, 4 << 20, 100}, // thousands of held streams: the default
+		{5<<20 + 1<<19, 0, 125},   // just under half the floor
 	} {
-		got := percentFor(c.floor, c.live)
+		got := percentFor(floor, c.live, c.roots)
 		if got != c.want {
-			t.Errorf("percentFor(%d, %d) = %d, want %d", c.floor, c.live, got, c.want)
+			t.Errorf("percentFor(%d, %d) = %d, want %d", c.live, c.roots, got, c.want)
 		}
-		if c.live > 0 && c.live*uint64(100+got)/100 < c.floor && got < maxPercent {
-			t.Errorf("percentFor(%d, %d) = %d leaves the target under the floor", c.floor, c.live, got)
+		if target := c.live + (c.live+c.roots)*uint64(got)/100; c.live > 0 && target < floor && got < maxPercent {
+			t.Errorf("percentFor(%d, %d) = %d leaves the target at %d, under the floor", c.live, c.roots, got, target)
 		}
 	}
 }
