@@ -125,7 +125,8 @@ func (s *Server) admitCall(w http.ResponseWriter, r *http.Request, d Dialect, at
 	}
 	ep, _ := endpoint.For(r.URL.Path)
 	who, asSent := owner(key, at), body
-	f, err := parseInference(body)
+	var f bodyView
+	err = f.parse(body)
 	if err == nil && ep.Route == endpoint.RouteResponses {
 		var expanded []byte
 		if expanded, err = s.withHistory(r.Context(), body, &f, who); err != nil {
@@ -136,7 +137,7 @@ func (s *Server) admitCall(w http.ResponseWriter, r *http.Request, d Dialect, at
 		}
 		if expanded != nil {
 			body = expanded
-			f, err = parseInference(body)
+			err = f.parse(body)
 		}
 	}
 	req := s.newRequest(r, d, arrival)

@@ -51,41 +51,58 @@ type span struct{ from, to int }
 // and the target. The relay's own members also count as named twice in two spellings
 // ("model" and "Model"), since the relay reads them case-insensitively and a target may not.
 func parseInference(body []byte) (bodyView, error) {
+	var v bodyView
+	err := v.parse(body)
+	return v, err
+}
+
+// parse is parseInference filling v in place (the zero view on error): the serving path's
+// view lives in one frame and is not copied between three, which keeps the deepest call of a
+// request (this parse) within the 8 KiB its goroutine starts with.
+func (v *bodyView) parse(body []byte) error {
+	err := v.read(body)
+	if err != nil {
+		*v = bodyView{}
+	}
+	return err
+}
+
+func (v *bodyView) read(body []byte) error {
 	if !utf8.Valid(body) {
-		return bodyView{}, badRequest("request body is not valid UTF-8")
+		return badRequest("request body is not valid UTF-8")
 	}
 	open := rawjson.SkipSpace(body, 0)
 	if open >= len(body) || body[open] != '{' {
 		if rawjson.Valid(body) {
-			return bodyView{}, badRequest("request body must be a JSON object")
+			return badRequest("request body must be a JSON object")
 		}
-		return bodyView{}, badRequest("request body is not valid JSON")
+		return badRequest("request body is not valid JSON")
 	}
-	v, own, err := readTop(body, open)
+	own, err := readTop(body, open, v)
 	if err != nil {
-		return bodyView{}, err
+		return err
 	}
 	if v.Model = rawjson.String(own.model); v.Model == "" {
 		if len(own.model) > 0 && own.model[0] != '"' && string(own.model) != "null" {
-			return bodyView{}, badRequest("model must be a string")
+			return badRequest("model must be a string")
 		}
-		return bodyView{}, badRequest("model is required")
+		return badRequest("model is required")
 	}
 	switch string(own.stream) {
 	case "", "null", "false":
 	case "true":
 		v.Stream = true
 	default:
-		return bodyView{}, badRequest("stream must be a boolean")
+		return badRequest("stream must be a boolean")
 	}
 	if len(own.options) > 0 {
 		o, err := parsePoolOptions(own.options)
 		if err != nil {
-			return bodyView{}, err
+			return err
 		}
 		v.options = o
 	}
-	return v, nil
+	return nil
 }
 
 // ownMembers are the values of the relay's own members, as sent (nil: not sent).
@@ -94,8 +111,8 @@ type ownMembers struct{ model, stream, options []byte }
 // readTop walks the top level of the object whose brace is body[open], checking every value,
 // and notes where the members later stages need lie. A body that is not JSON is refused as
 // such before a member named twice or one too many.
-func readTop(body []byte, open int) (bodyView, ownMembers, error) {
-	v := bodyView{usage: usage.NewTop(open)}
+func readTop(body []byte, open int, v *bodyView) (ownMembers, error) {
+	*v = bodyView{usage: usage.NewTop(open)}
 	var own ownMembers
 	var names memberNames
 	var refused error
@@ -148,12 +165,12 @@ func readTop(body []byte, open int) (bodyView, ownMembers, error) {
 		prevEnd = m.End
 	}
 	if end := o.End(); end < 0 || rawjson.SkipSpace(body, end) != len(body) {
-		return bodyView{}, ownMembers{}, badRequest("request body is not valid JSON")
+		return ownMembers{}, badRequest("request body is not valid JSON")
 	}
 	if refused != nil {
-		return bodyView{}, ownMembers{}, refused
+		return ownMembers{}, refused
 	}
-	return v, own, nil
+	return own, nil
 }
 
 func badRequest(msg string) *relayError {
