@@ -24,7 +24,10 @@ import (
 	"sync"
 )
 
-// Floor is the least heap target the relay's processes keep (while GOGC is not set).
+// Floor is the least heap target the relay's processes keep (while GOGC is not set): three
+// times Go's own minimum of 4 MiB. Under a load of short requests it took about a tenth of the
+// CPU per request off for about 8 MiB more peak memory; larger floors saved somewhat more CPU
+// for a peak that grew with them (a 24 MiB floor: a fifth, for 27 MiB more).
 const Floor = 12 << 20
 
 // maxPercent bounds the percent a tiny live heap would ask for.
