@@ -611,14 +611,15 @@ func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answ
 		sink := out.compose(attemptPlan{conv: conv, keepFailures: keep})
 		return out.settle(sink, conv, m.target.serve(ctx, req, call{out: sink, release: release}))
 	}
-	return s.probe(ctx, req, m, out, release, conv, via)
+	return s.probe(ctx, req, m, out, release, via)
 }
 
 // probe is attempt for a target whose API family is not known yet: the call goes in the
 // client's family, and a refusal of the family is replayed translated. (A function of its own:
 // its frame is not on the stack of every call a known target serves.)
-func (s *Server) probe(ctx context.Context, req *Request, m *member, out *answer, release func(outcome), conv *conversion, via Dialect) error {
+func (s *Server) probe(ctx context.Context, req *Request, m *member, out *answer, release func(outcome), via Dialect) error {
 	keep := req.stream == nil
+	var conv *conversion
 	var err error
 	// The slot is held by each call to the target and by this attempt, which passes it from
 	// call to call; it is released with the last outcome that said something.
