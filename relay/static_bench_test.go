@@ -36,20 +36,7 @@ func answerStatic(c net.Conn) {
 	answer := []byte(staticAnswer)
 	br := bufio.NewReaderSize(c, 16<<10)
 	for {
-		length := 0
-		for {
-			line, err := br.ReadSlice('\n')
-			if err != nil {
-				return
-			}
-			if len(line) <= 2 {
-				break
-			}
-			if len(line) > 16 && bytes.EqualFold(line[:15], []byte("content-length:")) {
-				length, _ = strconv.Atoi(string(bytes.TrimSpace(line[15:])))
-			}
-		}
-		if _, err := br.Discard(length); err != nil {
+		if _, ok := h1test.ReadRequest(br, nil); !ok {
 			return
 		}
 		if _, err := c.Write(answer); err != nil {

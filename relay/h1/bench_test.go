@@ -47,25 +47,8 @@ func serveBench(c net.Conn) {
 	sseHead := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 	chunk := strconv.FormatInt(int64(len(benchEvent)), 16) + "\r\n" + benchEvent + "\r\n"
 	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return
-		}
-		sse := bytes.Contains(line, []byte("/sse"))
-		length := 0
-		for {
-			line, err := br.ReadSlice('\n')
-			if err != nil {
-				return
-			}
-			if len(line) <= 2 {
-				break
-			}
-			if len(line) > 16 && bytes.EqualFold(line[:15], []byte("content-length:")) {
-				length, _ = strconv.Atoi(string(bytes.TrimSpace(line[15:])))
-			}
-		}
-		if _, err := br.Discard(length); err != nil {
+		sse, ok := h1test.ReadRequest(br, []byte("/sse"))
+		if !ok {
 			return
 		}
 		if !sse {

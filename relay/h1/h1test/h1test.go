@@ -4,7 +4,10 @@
 package h1test
 
 import (
+	"bufio"
+	"bytes"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -42,4 +45,33 @@ func Serve(tb testing.TB, serve func(net.Conn)) string {
 		wg.Wait()
 	})
 	return ln.Addr().String()
+}
+
+// ReadRequest reads one request from br: its head, and the Content-Length body after it, which
+// it drops. marked says whether the request line contains mark; ok is false once the
+// connection ends or breaks. It allocates nothing, so a benchmark's allocations stay the
+// client's.
+func ReadRequest(br *bufio.Reader, mark []byte) (marked, ok bool) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return false, false
+	}
+	marked = bytes.Contains(line, mark)
+	length := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return false, false
+		}
+		if len(line) <= 2 {
+			break
+		}
+		if len(line) > 16 && bytes.EqualFold(line[:15], []byte("content-length:")) {
+			length, _ = strconv.Atoi(string(bytes.TrimSpace(line[15:])))
+		}
+	}
+	if _, err := br.Discard(length); err != nil {
+		return false, false
+	}
+	return marked, true
 }
