@@ -140,13 +140,7 @@ func TestWebSocketFramesUnchanged(t *testing.T) {
 		if err := server.Conn.Flush(); err != nil {
 			t.Error(err)
 		}
-		for {
-			_, data, err := conn.ReadMessage()
-			if err != nil {
-				return
-			}
-			got <- string(data)
-		}
+		collect(conn, got)
 	}))
 	defer srv.Close()
 
@@ -194,13 +188,7 @@ func TestHeldFramesUnderTLS(t *testing.T) {
 			return
 		}
 		defer conn.Close()
-		for {
-			_, data, err := conn.ReadMessage()
-			if err != nil {
-				return
-			}
-			got <- string(data)
-		}
+		collect(conn, got)
 	}))
 	defer srv.Close()
 	var socket *Conn
@@ -231,5 +219,16 @@ func TestHeldFramesUnderTLS(t *testing.T) {
 		if m := <-got; m != want {
 			t.Fatalf("got %q, want %q", m, want)
 		}
+	}
+}
+
+// collect sends every message conn reads to got, until the connection ends.
+func collect(conn *websocket.Conn, got chan<- string) {
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		got <- string(data)
 	}
 }
