@@ -8,7 +8,10 @@ func isTokenByte(c byte) bool {
 	return c < 0x80 && tokenBytes[c]
 }
 
-var tokenBytes = func() (t [0x80]bool) {
+var tokenBytes = alnumAnd("!#$%&'*+-.^_`|~")
+
+// alnumAnd is the byte class of letters, digits and the ASCII bytes in extra.
+func alnumAnd(extra string) (t [0x80]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
 	}
@@ -16,11 +19,11 @@ var tokenBytes = func() (t [0x80]bool) {
 		t[c] = true
 		t[c-'a'+'A'] = true
 	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
+	for _, c := range extra {
 		t[c] = true
 	}
 	return t
-}()
+}
 
 // isValueByte reports whether c may appear in a field value (or a reason phrase): visible
 // ASCII, obs-text, space and tab. CR, LF and NUL never do: they are how a response is split.

@@ -181,16 +181,4 @@ func validHost(h string) bool {
 	return true
 }
 
-var hostBytes = func() (t [0x80]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-		t[c-'a'+'A'] = true
-	}
-	for _, c := range "!$%&'()*+,-.:;=[]_~" {
-		t[c] = true
-	}
-	return t
-}()
+var hostBytes = alnumAnd("!$%&'()*+,-.:;=[]_~")
