@@ -245,11 +245,11 @@ func WholeAnswers(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// The body is swapped in place, as http.MaxBytesReader's users do: the server finishes
+		// the request through its own reference to the body, not r.Body.
 		body := &watchedBody{ReadCloser: r.Body}
-		watched := new(http.Request) // as http.StripPrefix does: a copy, the server's own untouched
-		*watched = *r
-		watched.Body = body
-		next.ServeHTTP(w, watched)
+		r.Body = body
+		next.ServeHTTP(w, r)
 		if !body.read.Load() {
 			rc := http.NewResponseController(w)
 			discardBody(rc, r)

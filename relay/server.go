@@ -492,5 +492,5 @@ func (s *Server) surface() http.Handler {
 	for _, m := range s.mounted {
 		rt.handle(m.pattern, m.handler, plainErrors)
 	}
-	return rt.handler()
+	return rt.serve()
 }

@@ -1,0 +1,57 @@
+package relay
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// The router answers a plain path's only method from its map; every request must reach the
+// handler the mux alone would have picked, whatever its method, path, escaping or host.
+func TestRouterPicksWhatTheMuxPicks(t *testing.T) {
+	for _, hostPattern := range []bool{false, true} {
+		rt := newRoutes()
+		mark := func(name string) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Header().Set("X-Handler", name) })
+		}
+		rt.handle("POST /v1/chat/completions", mark("chat"), plainErrors)
+		rt.handle("POST /v1/messages", mark("messages"), plainErrors)
+		rt.handle("GET /v1/models", mark("models"), plainErrors)
+		rt.handle("GET /v1/responses/{id}", mark("stored"), plainErrors)
+		rt.handle("DELETE /v1/responses/{id}", mark("stored-delete"), plainErrors)
+		if hostPattern {
+			rt.handle("POST models.example/v1/chat/completions", mark("host-chat"), plainErrors)
+		}
+		router := rt.serve()
+		for _, c := range []struct{ method, target, host string }{
+			{"POST", "/v1/chat/completions", "relay.local"},
+			{"POST", "/v1/chat/completions", "models.example"},
+			{"GET", "/v1/chat/completions", "relay.local"},
+			{"POST", "/v1/chat%2Fcompletions", "relay.local"},
+			{"POST", "/v1/chat/%63ompletions", "relay.local"},
+			{"POST", "/v1//chat/completions", "relay.local"},
+			{"POST", "/v1/./chat/completions", "relay.local"},
+			{"POST", "/v1/chat/completions/", "relay.local"},
+			{"POST", "/v1/messages", "relay.local"},
+			{"GET", "/v1/models", "relay.local"},
+			{"HEAD", "/v1/models", "relay.local"},
+			{"POST", "/v1/models", "relay.local"},
+			{"GET", "/v1/responses/resp_1", "relay.local"},
+			{"DELETE", "/v1/responses/resp_1", "relay.local"},
+			{"POST", "/nowhere", "relay.local"},
+		} {
+			via := func(h http.Handler) (int, string) {
+				r := httptest.NewRequest(c.method, "http://"+c.host+c.target, nil)
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w.Code, w.Header().Get("X-Handler") + " " + w.Header().Get("Location")
+			}
+			gotCode, got := via(router)
+			wantCode, want := via(rt.mux)
+			if gotCode != wantCode || got != want {
+				t.Errorf("host pattern %v, %s %s (Host %s): router %d %q, mux %d %q",
+					hostPattern, c.method, c.target, c.host, gotCode, got, wantCode, want)
+			}
+		}
+	}
+}
