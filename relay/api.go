@@ -302,7 +302,7 @@ func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Requ
 	header := filterHeader(r.Header)
 	forwardHeaders(header, r, s.opts.TrustedProxies)
 	return &Request{
-		ID:       "req-" + strconv.FormatUint(s.reqSeq.Add(1), 10),
+		ID:       requestID(s.reqSeq.Add(1)),
 		Path:     r.URL.RequestURI(),
 		Header:   header,
 		Dialect:  d,
@@ -311,6 +311,13 @@ func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Requ
 		arrival:  arrival,
 		priority: priorityNormal,
 	}
+}
+
+// requestID is "req-" and the request's number, built in one allocation (a concatenation
+// with strconv.FormatUint takes two).
+func requestID(n uint64) string {
+	var b [24]byte
+	return string(strconv.AppendUint(append(b[:0], "req-"...), n, 10))
 }
 
 // choosePool picks among candidate pools for model: the first, in rotating order, with a free
