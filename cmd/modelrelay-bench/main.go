@@ -2,7 +2,9 @@
 // gateway on one machine in one run: a fake OpenAI upstream, non-streaming load (wrk, or a Go
 // generator), 200 concurrent SSE streams, and each proxy's CPU and peak memory. It prints one
 // Markdown table with ratios against the direct path and the best plain proxy, and the issue's
-// targets; then more: CPU per streamed chunk, added latency at concurrency 1
+// targets. Two floor rows run floorproxy, a featureless Go proxy of the relay's own parts (on
+// net/http's server and on the lean one), so that relay static − floor shows what the relay's
+// own stages cost. Then more: CPU per streamed chunk, added latency at concurrency 1
 // (-latency-requests sequential completions per row), memory per held idle stream (-held
 // streams at once through nginx, Portkey and each relay row), and each relay row's lead over
 // Portkey.
@@ -79,7 +81,7 @@ func parseOptions(args []string, stderr io.Writer) (Options, error) {
 	fs.SetOutput(stderr)
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured non-streaming run per row")
 	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "unmeasured non-streaming run before it")
-	fs.StringVar(&o.Only, "only", "", "comma list of rows: nginx,haproxy,caddy,portkey,static,static-lean,circuit,worker (direct always runs)")
+	fs.StringVar(&o.Only, "only", "", "comma list of rows: nginx,haproxy,caddy,portkey,floor,floor-lean,static,static-lean,circuit,worker (direct always runs)")
 	fs.BoolVar(&o.SkipInstall, "skip-install", false, "do not apt-get install missing tools; skip their rows")
 	fs.IntVar(&o.Conns, "conns", 64, "non-streaming connections")
 	fs.IntVar(&o.Streams, "streams", 200, "concurrent SSE streams")

@@ -9,15 +9,18 @@ import (
 	"time"
 )
 
-// relayBinaries are the real programs under test, built from this checkout.
+// relayBinaries are the real programs under test, and the floor rows' proxy, built from this
+// checkout.
 type relayBinaries struct {
-	server, worker, coordinator string
+	server, worker, coordinator, floor string
 }
 
-// buildRelay compiles the server, the worker daemon and the coordinator double into dir.
+// buildRelay compiles the server, the worker daemon, the coordinator double and floorproxy
+// into dir.
 func buildRelay(repoRoot, dir string) (relayBinaries, error) {
 	cmd := exec.Command("go", "build", "-o", dir+"/",
-		"./cmd/modelrelay-server", "./cmd/modelrelay-worker", "./appproxy/appproxytest/devcoordinator")
+		"./cmd/modelrelay-server", "./cmd/modelrelay-worker", "./appproxy/appproxytest/devcoordinator",
+		"./cmd/modelrelay-bench/floorproxy")
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return relayBinaries{}, fmt.Errorf("go build the relay: %w\n%s", err, out)
@@ -26,6 +29,7 @@ func buildRelay(repoRoot, dir string) (relayBinaries, error) {
 		server:      filepath.Join(dir, "modelrelay-server"),
 		worker:      filepath.Join(dir, "modelrelay-worker"),
 		coordinator: filepath.Join(dir, "devcoordinator"),
+		floor:       filepath.Join(dir, "floorproxy"),
 	}, nil
 }
 

@@ -19,6 +19,8 @@ var rowSpecs = []rowSpec{
 	{key: "haproxy", row: "HAProxy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[1]) }},
 	{key: "caddy", row: "Caddy", start: func(b *Bench, _ Options) (Target, error) { return b.startProxy(publicProxies[2]) }},
 	{key: "portkey", row: "Portkey", start: func(b *Bench, _ Options) (Target, error) { return b.startPortkey() }},
+	{key: "floor", row: floorNetHTTP.row, start: func(b *Bench, _ Options) (Target, error) { return b.startFloor(floorNetHTTP) }},
+	{key: "floor-lean", row: floorLean.row, start: func(b *Bench, _ Options) (Target, error) { return b.startFloor(floorLean) }},
 	{key: "static", row: relayStatic.row, start: func(b *Bench, o Options) (Target, error) { return b.startRelayStatic(relayStatic, o.Pprof) }},
 	{key: "static-lean", row: relayStaticLean.row, start: func(b *Bench, o Options) (Target, error) {
 		return b.startRelayStatic(relayStaticLean, o.Pprof)

@@ -38,7 +38,7 @@ func runBench(ctx context.Context, opts Options, rows []rowSpec, stdout, stderr 
 		notes = append(notes, "wrk unavailable ("+err.Error()+"): non-streaming figures come from the Go generator")
 	}
 	if needsRelay(rows) {
-		logf("building modelrelay-server, modelrelay-worker, devcoordinator")
+		logf("building modelrelay-server, modelrelay-worker, devcoordinator, floorproxy")
 		if b.bins, err = buildRelay(repoRoot, filepath.Join(tmp, "bin")); err != nil {
 			return err
 		}
@@ -166,9 +166,11 @@ func (b *Bench) profileUnder(t Target, kind string, secs int, drive func()) {
 	}
 }
 
+// needsRelay says whether a row runs a binary built from this checkout: the relay rows and the
+// floor rows.
 func needsRelay(rows []rowSpec) bool {
 	for _, r := range rows {
-		if strings.HasPrefix(r.row, "relay") {
+		if strings.HasPrefix(r.row, "relay") || strings.HasPrefix(r.row, "floor") {
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -83,6 +84,20 @@ func TestSelectRows(t *testing.T) {
 	rows, err = selectRows("relay static (lean)")
 	if err != nil || len(rows) != 2 || rows[1].key != "static-lean" {
 		t.Errorf("selectRows by the lean static row's name = %v, %v", rows, err)
+	}
+	rows, err = selectRows("floor-lean, floor (net/http),floor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys = keys[:0]
+	for _, r := range rows {
+		keys = append(keys, r.key)
+	}
+	if strings.Join(keys, ",") != "direct,floor,floor-lean" {
+		t.Errorf("selectRows of the floor rows = %v, want [direct floor floor-lean]", keys)
+	}
+	if !needsRelay(rows) {
+		t.Error("the floor rows run floorproxy, built with the relay, but needsRelay says no build")
 	}
 	if _, err := selectRows("squid"); err == nil {
 		t.Error("selectRows accepted an unknown row")
