@@ -54,16 +54,16 @@ func (rt *routes) handle(pattern string, h http.Handler, shape errorShape) {
 // surface. A pattern without a method is less specific than one with, so it only sees those.
 func (rt *routes) serve() http.Handler {
 	exact := make(map[string]route)
+	hosts := false
 	for _, path := range rt.paths {
 		rt.mux.Handle(path, notAllowed(rt.method[path], rt.shape[path]))
+		hosts = hosts || !strings.HasPrefix(path, "/")
 		if methods := rt.method[path]; len(methods) == 1 && methods[0] != "" && plainPath(path) {
 			exact[path] = route{methods[0], rt.handler[methods[0]+" "+path]}
 		}
 	}
-	for _, path := range rt.paths {
-		if !strings.HasPrefix(path, "/") {
-			exact = nil // a pattern with a host outranks a path alone: only the mux decides
-		}
+	if hosts {
+		exact = nil // a pattern with a host outranks a path alone: only the mux decides
 	}
 	return &router{exact: exact, mux: rt.mux}
 }
