@@ -25,7 +25,39 @@ func TestStopSet(t *testing.T) {
 		t.Fatalf("a request that started after the stop ended with %v, want the stop's cause", context.Cause(late))
 	}
 	s.stop(errors.New("again")) // a second stop changes nothing
-	if s.stopped != cause {
-		t.Fatalf("cause %v after a second stop", s.stopped)
+	for i := range s.shards {
+		if s.shards[i].stopped != cause {
+			t.Fatalf("shard %d: cause %v after a second stop", i, s.shards[i].stopped)
+		}
+	}
+}
+
+// Requests spread over every shard are all ended by a stop, including those that register
+// while it runs.
+func TestStopSetEndsEveryShard(t *testing.T) {
+	var s stopSet
+	cause := errors.New("stop")
+	var ctxs []context.Context
+	for range 3 * stopShards {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		s.add(cancel)
+		ctxs = append(ctxs, ctx)
+	}
+	done := make(chan []context.Context)
+	go func() {
+		var racing []context.Context
+		for range 200 {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			s.add(cancel)
+			racing = append(racing, ctx)
+		}
+		done <- racing
+	}()
+	s.stop(cause)
+	ctxs = append(ctxs, <-done...)
+	for i, ctx := range ctxs {
+		if context.Cause(ctx) != cause {
+			t.Fatalf("request %d ended with %v, want the stop's cause", i, context.Cause(ctx))
+		}
 	}
 }
