@@ -83,19 +83,21 @@ type route struct {
 
 // router answers a request for a plain path with its only method (every inference call) from
 // a map, and the rest from the mux, which would pick the same handler for those requests
-// after cleaning, unescaping and matching the path: a few percent of a request's CPU under
-// load. (A request routed so has no r.Pattern; no handler here reads it.)
+// after cleaning, unescaping and matching the path (BenchmarkRoute: about 30 ns against
+// 300). A request routed so has no r.Pattern; no handler here reads it.
 type router struct {
 	exact map[string]route
 	mux   *http.ServeMux
 }
 
-func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.handler(r).ServeHTTP(w, r) }
+
+// handler is r's handler when the map has it, else the mux (which then picks one).
+func (rt *router) handler(r *http.Request) http.Handler {
 	if e, ok := rt.exact[r.URL.Path]; ok && r.Method == e.method && r.URL.RawPath == "" {
-		e.handler.ServeHTTP(w, r)
-		return
+		return e.handler
 	}
-	rt.mux.ServeHTTP(w, r)
+	return rt.mux
 }
 
 // notAllowed answers 405 with the Allow header net/http would send (HEAD where GET is taken:

@@ -55,3 +55,25 @@ func TestRouterPicksWhatTheMuxPicks(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRoute is the cost of picking an inference call's handler on the relay's own
+// surface: the router's map against the mux alone.
+func BenchmarkRoute(b *testing.B) {
+	s, err := New(Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	router := s.surface().(*router)
+	r := httptest.NewRequest("POST", "http://relay.local/v1/chat/completions", nil)
+	b.Run("router", func(b *testing.B) {
+		for b.Loop() {
+			router.handler(r)
+		}
+	})
+	b.Run("mux", func(b *testing.B) {
+		for b.Loop() {
+			router.mux.Handler(r)
+		}
+	})
+}
