@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"modelrelay/relay"
+	"modelrelay/relay/api"
 	"modelrelay/relay/cache"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkCacheHit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	h := srv.Handler()
+	h := api.Handler(srv)
 	for _, stream := range []bool{false, true} {
 		b.Run(fmt.Sprintf("4KiB-answer/stream=%v", stream), func(b *testing.B) {
 			body := fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"%s"}]}`, stream, strings.Repeat("a", 1024))

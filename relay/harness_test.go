@@ -13,6 +13,7 @@ import (
 	"modelrelay/protocol"
 	"modelrelay/relay"
 	"modelrelay/relay/admin"
+	"modelrelay/relay/api"
 )
 
 const secret = "s3cret"
@@ -29,7 +30,7 @@ func startServer(t *testing.T, opts relay.Options) (*relay.Server, *httptest.Ser
 		t.Fatal(err)
 	}
 	admin.Mount(srv)
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(api.Handler(srv))
 	t.Cleanup(func() { srv.Close(); ts.Close() })
 	return srv, ts
 }

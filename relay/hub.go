@@ -29,7 +29,7 @@ var upgrader = websocket.Upgrader{
 }
 
 // handleConnect is GET /v1/worker/connect: a relay worker joins its provider's pool.
-func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeWorkerConnect(w http.ResponseWriter, r *http.Request) {
 	provider := r.URL.Query().Get("provider")
 	if provider == "" {
 		provider = "local"

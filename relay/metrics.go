@@ -184,6 +184,9 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
+// MetricsHandler serves the server's Prometheus metrics (GET /metrics).
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler() }
+
 // Registry lets other parts of the process (AppProxy mode) add their series to /metrics.
 func (s *Server) Registry() prometheus.Registerer { return s.metrics.registry }
 

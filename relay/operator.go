@@ -12,18 +12,21 @@ import (
 // uses of the server. That package imports relay and mounts itself with Mount; relay never
 // imports it, so the core builds and runs without it.
 
-// mountedRoute is a route added with Mount.
-type mountedRoute struct {
-	pattern string
-	handler http.Handler
+// Route is a route added with Mount.
+type Route struct {
+	Pattern string // "METHOD /path"
+	Handler http.Handler
 }
 
 // Mount adds a route ("METHOD /path") beside the relay's own; its refusals, a 405 included,
-// are in the shape of the relay's own routes ({"error": "..."}). Mount before the first call
-// to Handler, from the goroutine that builds the server.
+// are in the shape of the relay's own routes ({"error": "..."}). Mount before the surface is
+// built (relay/api's Handler), from the goroutine that builds the server.
 func (s *Server) Mount(pattern string, h http.Handler) {
-	s.mounted = append(s.mounted, mountedRoute{pattern, h})
+	s.mounted = append(s.mounted, Route{pattern, h})
 }
+
+// Mounted returns the routes added with Mount, in order.
+func (s *Server) Mounted() []Route { return s.mounted }
 
 // Options returns the options the server runs with, defaults filled in.
 func (s *Server) Options() Options { return s.opts }
@@ -38,7 +41,7 @@ func (s *Server) Ledger() *keys.Ledger { return s.ledger }
 // RefuseCrossOrigin answers a non-safe browser request from an origin not in trusted_origins
 // with 403 {"error": ...}, counts and logs it, and reports whether it did.
 func (s *Server) RefuseCrossOrigin(w http.ResponseWriter, r *http.Request) bool {
-	return s.crossOrigin(w, r, plainErrors)
+	return s.crossOrigin(w, r, PlainErrors)
 }
 
 // RefuseGuess counts a wrong credential r presented (kind labels the metric) and holds it until
@@ -50,7 +53,7 @@ func (s *Server) RefuseGuess(w http.ResponseWriter, r *http.Request, kind string
 		return false
 	}
 	w.Header().Set("Retry-After", retryAfter(tooManyFailures))
-	plainErrors(w, tooManyFailures.status, tooManyFailures.message)
+	PlainErrors(w, tooManyFailures.status, tooManyFailures.message)
 	return true
 }
 

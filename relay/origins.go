@@ -33,7 +33,7 @@ func newOriginGuard(trusted []string) (*http.CrossOriginProtection, error) {
 // rather than wrapping routes in its Handler: one deny handler could not know the dialect of
 // the route it answers for (the same guard serves OpenAI, Anthropic and admin routes, and
 // the circuit and aggregation hosts' inference).
-func (s *Server) crossOrigin(w http.ResponseWriter, r *http.Request, shape errorShape) bool {
+func (s *Server) crossOrigin(w http.ResponseWriter, r *http.Request, shape ErrorShape) bool {
 	if field(r.Header, "Sec-Fetch-Site") == "" && field(r.Header, "Origin") == "" {
 		return false // no browser's request: not the guard's business (and its Get calls cost)
 	}

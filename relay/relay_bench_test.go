@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"modelrelay/relay"
+	"modelrelay/relay/api"
 	"modelrelay/relay/keys"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkUpstreamOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	front := httptest.NewServer(srv.Handler())
+	front := httptest.NewServer(api.Handler(srv))
 	defer front.Close()
 	defer srv.Close()
 	// The same relay asking for client keys (in memory, the key cached after its first use).
@@ -48,7 +49,7 @@ func BenchmarkUpstreamOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	keyedFront := httptest.NewServer(keyed.Handler())
+	keyedFront := httptest.NewServer(api.Handler(keyed))
 	defer keyedFront.Close()
 	defer keyed.Close()
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
@@ -81,7 +82,7 @@ func BenchmarkQueuedToNewWorker(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(api.Handler(srv))
 	defer ts.Close()
 	defer srv.Close()
 	t := &testing.T{}
@@ -161,7 +162,7 @@ func BenchmarkStreamTranslation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	front := httptest.NewServer(srv.Handler())
+	front := httptest.NewServer(api.Handler(srv))
 	defer front.Close()
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

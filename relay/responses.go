@@ -96,10 +96,6 @@ func (s *Server) keepResponse(req *Request, who string) func(id string, response
 }
 
 // handleStoredResponse answers GET and DELETE /v1/responses/{id} on the relay's own host.
-func (s *Server) handleStoredResponse(w http.ResponseWriter, r *http.Request) {
-	s.ServeStoredResponse(w, r, Placement{})
-}
-
 // StoredResponsePath reports whether r reads or removes a stored response (GET or DELETE
 // /v1/responses/{id}).
 func StoredResponsePath(r *http.Request) bool {
@@ -113,7 +109,7 @@ func StoredResponsePath(r *http.Request) bool {
 // what the relay holds for that circuit and reports false otherwise: the circuit's model
 // server may hold the id itself, and the call passes through to it.
 func (s *Server) ServeStoredResponse(w http.ResponseWriter, r *http.Request, at Placement) (served bool) {
-	if s.crossOrigin(w, r, dialectErrors(Responses)) {
+	if s.crossOrigin(w, r, DialectErrors(Responses)) {
 		return true
 	}
 	var key *keys.Key

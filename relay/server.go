@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"modelrelay/protocol"
-	"modelrelay/relay/endpoint"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/responses"
 	"modelrelay/relay/throttle"
@@ -207,7 +206,7 @@ type Server struct {
 
 	extraMu sync.Mutex
 	extras  []healthExtra
-	mounted []mountedRoute // the operator's surface (Mount)
+	mounted []Route // the operator's surface (Mount)
 
 	serving stopSet // the requests a hard stop (the drain deadline passing, Close) ends
 }
@@ -463,34 +462,4 @@ func (s *Server) Close() {
 		return true
 	})
 	s.upstreams.close()
-}
-
-// Handler serves the relay's own surface and the routes given to Mount, with WholeAnswers.
-func (s *Server) Handler() http.Handler {
-	return WholeAnswers(s.surface())
-}
-
-// surface mounts the relay's own routes.
-func (s *Server) surface() http.Handler {
-	rt := newRoutes()
-	for _, e := range endpoint.All() {
-		rt.handle("POST "+e.Path, s.inference(e.Dialect), dialectErrors(e.Dialect))
-	}
-	rt.handle("GET /v1/responses/{id}", http.HandlerFunc(s.handleStoredResponse), dialectErrors(Responses))
-	rt.handle("DELETE /v1/responses/{id}", http.HandlerFunc(s.handleStoredResponse), dialectErrors(Responses))
-	rt.handle("GET "+endpoint.ModelList, http.HandlerFunc(s.handleModels), dialectErrors(OpenAI))
-	rt.handle("GET /v1/worker/connect", http.HandlerFunc(s.handleConnect), plainErrors)
-	rt.handle("GET /health", http.HandlerFunc(s.handleHealth), plainErrors)
-	rt.handle("GET /livez", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		WriteJSON(w, 200, map[string]string{"status": "ok"})
-	}), plainErrors)
-	rt.handle("GET /readyz", http.HandlerFunc(s.handleReady), plainErrors)
-	rt.handle("GET /status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		WriteJSON(w, 200, map[string]string{"api_version": "v2"})
-	}), plainErrors)
-	rt.handle("GET /metrics", s.metrics.handler(), plainErrors)
-	for _, m := range s.mounted {
-		rt.handle(m.pattern, m.handler, plainErrors)
-	}
-	return rt.serve()
 }

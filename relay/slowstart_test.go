@@ -166,7 +166,9 @@ func TestSlowStartAfterBreakerClosesOnRealBackends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		front := httptest.NewServer(s.Handler())
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.ServeInference(w, r, OpenAI, s.Provider()) // the test calls chat completions only
+		}))
 		t.Cleanup(func() { s.Close(); front.Close() })
 		served := func() string {
 			t.Helper()

@@ -1,8 +1,6 @@
 package relay
 
 import (
-	"maps"
-	"net/http"
 	"slices"
 	"time"
 )
@@ -112,16 +110,6 @@ func (s *Server) PoolMembers(pool string) []MemberView {
 	return p.view().members
 }
 
-type healthWorker struct {
-	ID            string   `json:"id"`
-	Provider      string   `json:"provider"`
-	Models        []string `json:"models"`
-	InFlight      int      `json:"in_flight"`
-	MaxConcurrent int      `json:"max_concurrent"`
-	IsDraining    bool     `json:"is_draining"`
-	Suspect       bool     `json:"suspect"`
-}
-
 // SetHealthExtra adds a named object to Status, so to /health and /admin/stats (AppProxy mode
 // reports its coordinator state).
 func (s *Server) SetHealthExtra(key string, value func() any) {
@@ -155,31 +143,6 @@ func (s *Server) Workers() []WorkerView {
 	return workers
 }
 
-func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	views := s.Workers()
-	workers := make([]healthWorker, 0, len(views))
-	for _, m := range views {
-		workers = append(workers, healthWorker{ID: m.ID, Provider: m.Provider, Models: m.Models,
-			InFlight: m.InFlight, MaxConcurrent: m.MaxConcurrent, IsDraining: m.Draining, Suspect: m.Suspect})
-	}
-	st := s.Status()
-	queued := 0
-	for _, p := range st.Pools {
-		queued += p.Queued
-	}
-	body := map[string]any{
-		"status":            "ok",
-		"version":           s.opts.Version,
-		"workers_connected": len(workers),
-		"queue_depth":       queued,
-		"uptime_secs":       st.Uptime.Seconds(),
-		"workers":           workers,
-		"pools":             st.Pools,
-	}
-	maps.Copy(body, st.Extras)
-	WriteJSON(w, http.StatusOK, body)
-}
-
 // compareWorkerIDs orders worker-<n> ids numerically (worker-2 before worker-10).
 func compareWorkerIDs(a, b string) int {
 	if len(a) != len(b) {
@@ -194,13 +157,14 @@ func compareWorkerIDs(a, b string) int {
 	return 0
 }
 
-func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
+// Readiness is what /readyz says: "ready", or why not yet ("starting": a part of the process
+// holds readiness back, see HoldReady) or no longer ("draining").
+func (s *Server) Readiness() string {
 	switch {
 	case s.draining.Load():
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return "draining"
 	case s.notReady.Load() > 0:
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
-	default:
-		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		return "starting"
 	}
+	return "ready"
 }

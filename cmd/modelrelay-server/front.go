@@ -9,6 +9,7 @@ import (
 	"modelrelay/ingress"
 	"modelrelay/reconcile"
 	"modelrelay/relay"
+	"modelrelay/relay/api"
 	"modelrelay/relay/endpoint"
 )
 
@@ -31,7 +32,7 @@ type front struct {
 // newFront builds the front of srv and registers its rejection counter on srv's registry.
 func newFront(srv *relay.Server, router *ingress.Router, circuits *reconcile.Applier,
 	verifier ingress.Verifier, trusted []netip.Prefix) *front {
-	f := &front{relay: srv, own: srv.Handler(), router: router, circuits: circuits,
+	f := &front{relay: srv, own: api.Handler(srv), router: router, circuits: circuits,
 		verifier: verifier, trusted: trusted,
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "modelrelay_ingress_rejections_total",

@@ -24,6 +24,7 @@ import (
 	"modelrelay/cmd/internal/pprofserve"
 	"modelrelay/relay"
 	"modelrelay/relay/admin"
+	"modelrelay/relay/api"
 	"modelrelay/relay/cache"
 	"modelrelay/relay/keys"
 	"modelrelay/relay/keys/postgres"
@@ -221,7 +222,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	ops := admin.Mount(srv) // the operator's routes and /ui, beside the relay's own
-	handler := srv.Handler()
+	handler := api.Handler(srv)
 	var mode *workerMode
 	if cfg.AppProxy.Enabled {
 		if mode, err = newWorkerMode(cfg, log, srv, ops); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"modelrelay/relay"
+	"modelrelay/relay/api"
 	"modelrelay/relay/daemon"
 )
 
@@ -48,7 +49,7 @@ func startRelay(t testing.TB, opts relay.Options, listener net.Listener) *relayS
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts := httptest.NewUnstartedServer(api.Handler(srv))
 	if listener != nil {
 		ts.Listener.Close()
 		ts.Listener = listener

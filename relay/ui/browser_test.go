@@ -24,6 +24,7 @@ import (
 	"modelrelay/reconcile"
 	"modelrelay/relay"
 	"modelrelay/relay/admin"
+	"modelrelay/relay/api"
 )
 
 // The status page in a real headless Chromium against a real relay on loopback: sign-in
@@ -236,7 +237,7 @@ func startRelay(t *testing.T, opts relay.Options) (*relay.Server, *admin.Surface
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Run(ctx) }()
 	ops := admin.Mount(srv)
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(api.Handler(srv))
 	t.Cleanup(func() {
 		ts.Close()
 		srv.Close()

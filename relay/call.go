@@ -18,15 +18,6 @@ import (
 	"modelrelay/relay/usage"
 )
 
-// inference serves one OpenAI or Anthropic route on the relay's default pool.
-func (s *Server) inference(d Dialect) http.Handler {
-	own := []string{s.opts.Provider}
-	at := Placement{ByModel: func(string) []string { return own }}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.ServeInferenceAt(w, r, d, at)
-	})
-}
-
 // Placement says which pools may serve the models of a request's chain.
 type Placement struct {
 	// Pool, when set, serves the model the client asked for, whatever the body names (a
@@ -97,7 +88,7 @@ func (c *admitted) release() {
 // one of them ends the call.
 func (s *Server) admitCall(w http.ResponseWriter, r *http.Request, d Dialect, at Placement, x *exchange, c *admitted) bool {
 	arrival := x.arrival
-	if s.crossOrigin(w, r, dialectErrors(d)) {
+	if s.crossOrigin(w, r, DialectErrors(d)) {
 		x.status = http.StatusForbidden
 		return false
 	}
@@ -712,10 +703,6 @@ func (s *Server) answerFor(ctx context.Context, err error) error {
 }
 
 // handleModels lists the default pool's models in registration order, without "*".
-func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	WriteModels(w, s.Models(s.opts.Provider))
-}
-
 // WriteModels answers an OpenAI model list.
 func WriteModels(w http.ResponseWriter, models []string) {
 	WriteJSON(w, http.StatusOK, protocol.NewModelList(models))

@@ -1,9 +1,11 @@
-package relay
+package api
 
 import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"modelrelay/relay"
 )
 
 // The router answers a plain path's only method from its map; every request must reach the
@@ -14,13 +16,13 @@ func TestRouterPicksWhatTheMuxPicks(t *testing.T) {
 		mark := func(name string) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Header().Set("X-Handler", name) })
 		}
-		rt.handle("POST /v1/chat/completions", mark("chat"), plainErrors)
-		rt.handle("POST /v1/messages", mark("messages"), plainErrors)
-		rt.handle("GET /v1/models", mark("models"), plainErrors)
-		rt.handle("GET /v1/responses/{id}", mark("stored"), plainErrors)
-		rt.handle("DELETE /v1/responses/{id}", mark("stored-delete"), plainErrors)
+		rt.handle("POST /v1/chat/completions", mark("chat"), relay.PlainErrors)
+		rt.handle("POST /v1/messages", mark("messages"), relay.PlainErrors)
+		rt.handle("GET /v1/models", mark("models"), relay.PlainErrors)
+		rt.handle("GET /v1/responses/{id}", mark("stored"), relay.PlainErrors)
+		rt.handle("DELETE /v1/responses/{id}", mark("stored-delete"), relay.PlainErrors)
 		if hostPattern {
-			rt.handle("POST models.example/v1/chat/completions", mark("host-chat"), plainErrors)
+			rt.handle("POST models.example/v1/chat/completions", mark("host-chat"), relay.PlainErrors)
 		}
 		router := rt.serve()
 		for _, c := range []struct{ method, target, host string }{
@@ -59,12 +61,12 @@ func TestRouterPicksWhatTheMuxPicks(t *testing.T) {
 // BenchmarkRoute is the cost of picking an inference call's handler on the relay's own
 // surface: the router's map against the mux alone.
 func BenchmarkRoute(b *testing.B) {
-	s, err := New(Options{})
+	s, err := relay.New(relay.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	router := s.surface().(*router)
+	router := surface(s).(*router)
 	r := httptest.NewRequest("POST", "http://relay.local/v1/chat/completions", nil)
 	b.Run("router", func(b *testing.B) {
 		for b.Loop() {

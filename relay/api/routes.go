@@ -1,26 +1,13 @@
-package relay
+package api
 
 import (
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+
+	"modelrelay/relay"
 )
-
-// errorShape writes an error the relay makes itself, in the shape its route's callers parse.
-type errorShape func(w http.ResponseWriter, status int, message string)
-
-// dialectErrors is the shape of an API family's routes: what its official SDKs parse.
-func dialectErrors(d Dialect) errorShape {
-	return func(w http.ResponseWriter, status int, message string) {
-		writeError(w, d, &relayError{status: status, message: message})
-	}
-}
-
-// plainErrors is the shape of the relay's own routes (admin, health, metrics): {"error": "..."}.
-func plainErrors(w http.ResponseWriter, status int, message string) {
-	WriteJSON(w, status, map[string]string{"error": message})
-}
 
 // routes mounts the relay's surface on a ServeMux. A path called with a method it does not take
 // gets a 405 in its route's error shape: net/http's own is a line of text, which an API client
@@ -29,17 +16,17 @@ type routes struct {
 	mux     *http.ServeMux
 	paths   []string            // in registration order
 	method  map[string][]string // path -> methods it takes
-	shape   map[string]errorShape
+	shape   map[string]relay.ErrorShape
 	handler map[string]http.Handler // pattern -> its handler
 }
 
 func newRoutes() *routes {
-	return &routes{mux: http.NewServeMux(), method: map[string][]string{}, shape: map[string]errorShape{},
+	return &routes{mux: http.NewServeMux(), method: map[string][]string{}, shape: map[string]relay.ErrorShape{},
 		handler: map[string]http.Handler{}}
 }
 
 // handle mounts h on pattern ("METHOD /path"); shape is how the path's errors look.
-func (rt *routes) handle(pattern string, h http.Handler, shape errorShape) {
+func (rt *routes) handle(pattern string, h http.Handler, shape relay.ErrorShape) {
 	rt.mux.Handle(pattern, h)
 	rt.handler[pattern] = h
 	method, path, _ := strings.Cut(pattern, " ")
@@ -102,7 +89,7 @@ func (rt *router) handler(r *http.Request) http.Handler {
 
 // notAllowed answers 405 with the Allow header net/http would send (HEAD where GET is taken:
 // the mux serves HEAD with the GET handler).
-func notAllowed(methods []string, shape errorShape) http.Handler {
+func notAllowed(methods []string, shape relay.ErrorShape) http.Handler {
 	allow := slices.Clone(methods)
 	if slices.Contains(allow, http.MethodGet) {
 		allow = append(allow, http.MethodHead)

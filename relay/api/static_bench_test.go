@@ -1,4 +1,4 @@
-package relay
+package api
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"modelrelay/relay"
 	"modelrelay/relay/h1/h1test"
 )
 
@@ -45,11 +46,16 @@ func answerStatic(c net.Conn) {
 	}
 }
 
-// deadlineWriter takes read deadlines as net/http's writer does, so that the body is read as
-// on a real connection.
-type deadlineWriter struct{ discardWriter }
+// deadlineWriter is a ResponseWriter that keeps nothing, so that the benchmark measures the
+// relay's own work, and takes read deadlines as net/http's writer does, so that the body is
+// read as on a real connection.
+type deadlineWriter struct{ h http.Header }
 
-func (*deadlineWriter) SetReadDeadline(time.Time) error { return nil }
+func (w *deadlineWriter) Header() http.Header             { return w.h }
+func (w *deadlineWriter) Write(b []byte) (int, error)     { return len(b), nil }
+func (w *deadlineWriter) WriteHeader(int)                 {}
+func (w *deadlineWriter) Flush()                          {}
+func (w *deadlineWriter) SetReadDeadline(time.Time) error { return nil }
 
 // BenchmarkStaticRequest is one request of bench-compare's static row (a completion to one
 // static backend, no keys, no options) through the relay's handler, in process: the client
@@ -58,16 +64,16 @@ func (*deadlineWriter) SetReadDeadline(time.Time) error { return nil }
 // beside the request the benchmark makes (an http.Request and its body reader).
 func BenchmarkStaticRequest(b *testing.B) {
 	// The server's default request timeout: a timer per request, as modelrelay-server runs.
-	srv, err := New(Options{RequestTimeout: 300 * time.Second,
-		Backends: []Backend{{Name: "fake", URL: staticUpstream(b), Models: []string{"bench"}}}})
+	srv, err := relay.New(relay.Options{RequestTimeout: 300 * time.Second,
+		Backends: []relay.Backend{{Name: "fake", URL: staticUpstream(b), Models: []string{"bench"}}}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	h := srv.Handler()
+	h := Handler(srv)
 	body := []byte(`{"model":"bench","messages":[{"role":"user","content":"hello"}],"stream":false}`)
 	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"wrk"}}
-	w := &deadlineWriter{discardWriter{h: make(http.Header)}}
+	w := &deadlineWriter{h: make(http.Header)}
 	ctx := context.Background()
 	var rd bytes.Reader
 	newRequest := func() *http.Request {
