@@ -702,7 +702,6 @@ func (s *Server) answerFor(ctx context.Context, err error) error {
 	return err
 }
 
-// handleModels lists the default pool's models in registration order, without "*".
 // WriteModels answers an OpenAI model list.
 func WriteModels(w http.ResponseWriter, models []string) {
 	WriteJSON(w, http.StatusOK, protocol.NewModelList(models))

@@ -28,7 +28,7 @@ var upgrader = websocket.Upgrader{
 	CheckOrigin: func(*http.Request) bool { return true },
 }
 
-// handleConnect is GET /v1/worker/connect: a relay worker joins its provider's pool.
+// ServeWorkerConnect is GET /v1/worker/connect: a relay worker joins its provider's pool.
 func (s *Server) ServeWorkerConnect(w http.ResponseWriter, r *http.Request) {
 	provider := r.URL.Query().Get("provider")
 	if provider == "" {

@@ -95,7 +95,6 @@ func (s *Server) keepResponse(req *Request, who string) func(id string, response
 	}
 }
 
-// handleStoredResponse answers GET and DELETE /v1/responses/{id} on the relay's own host.
 // StoredResponsePath reports whether r reads or removes a stored response (GET or DELETE
 // /v1/responses/{id}).
 func StoredResponsePath(r *http.Request) bool {
