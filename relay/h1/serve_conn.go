@@ -30,7 +30,6 @@ type inbound struct {
 	br    *reader
 	hr    headReader
 	probe probe
-	tmpl  http.Request // filled per request; the handler gets a copy bound to its context
 
 	// What the sweeper may look at, under mu: whether the handler waits with nothing left
 	// to read (watching), and how to cancel its request.
@@ -99,10 +98,15 @@ func (c *inbound) serve() {
 	}
 }
 
-// served is one request's own memory, in one allocation: its answer and its body.
+// served is one request's own memory, in one allocation: the request the handler gets, the
+// backing of its header's values, its answer and its body. It is new for every request,
+// never reused: a handler may keep the request, and a goroutine of its may still read the
+// body after it returned.
 type served struct {
-	w    responseWriter
-	body reqBody
+	r      http.Request
+	values [20]string // the fields of an SDK's request and a proxy's additions; more get their own
+	w      responseWriter
+	body   reqBody
 }
 
 // serveOne reads one request, runs the handler and finishes the answer. It reports whether
@@ -117,9 +121,14 @@ func (c *inbound) serveOne() (keep bool) {
 		return false
 	}
 	c.nc.SetReadDeadline(time.Time{})
+	// The context's two allocations (the context and its cancel function) stay: the
+	// sweeper and a failed write cancel it, and only context's own type lets the handler's
+	// derived contexts hang on it without a goroutine each.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r = r.WithContext(ctx)
+	// The request takes its context in place: WithContext's copy, inlined, stays on the
+	// stack.
+	*r = *r.WithContext(ctx)
 	x.w.start(c, r)
 	c.mu.Lock()
 	c.cancel = cancel

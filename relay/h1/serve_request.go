@@ -17,31 +17,34 @@ var (
 	errBadVersion = malformed("unsupported HTTP version")
 )
 
-// readRequest reads one request's head into r (c.tmpl) and sets its body up in x. A failure
-// comes with the status to answer, or 0 when the client closed before a whole request.
+// readRequest reads one request's head into x.r and sets its body up in x. A failure comes
+// with the status to answer, or 0 when the client closed before a whole request.
 func (c *inbound) readRequest(x *served) (r *http.Request, status int, err error) {
 	c.continueSkipped = false
 	hr := &c.hr
 	hr.br, hr.left, hr.got = c.br, c.s.maxHeaderBytes(), false
 	hr.block, hr.fields = hr.block[:0], hr.fields[:0]
 	h := head{length: -1}
+	var method, target span
 	line, err := hr.line()
 	if err == nil {
-		r = &c.tmpl
-		*r = http.Request{}
-		r.Method, r.RequestURI, h.minor, err = parseRequestLine(line)
+		method, target, h.minor, err = parseRequestLine(line)
 	}
 	if err == nil {
-		err = hr.readFields(&h)
+		err = hr.readFields(&h) // after the request line, which stays in hr.block
 	}
 	if err != nil {
 		return nil, requestErrorStatus(err), err
 	}
+	// The method, the target and every field are cut from one string of the head.
+	s := string(hr.block)
+	r = &x.r
+	r.Method, r.RequestURI = s[method.start:method.end], s[target.start:target.end]
 	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, h.minor
 	if h.minor == 0 {
 		r.Proto = "HTTP/1.0"
 	}
-	r.Header = hr.header(&h)
+	r.Header = hr.headerOf(&h, s, x.values[:])
 	if err := c.target(r, h.minor); err != nil {
 		return nil, http.StatusBadRequest, err
 	}
@@ -88,51 +91,30 @@ func requestErrorStatus(err error) int {
 
 // parseRequestLine parses "method SP request-target SP HTTP/1.x" (RFC 9112 §3): a token, a
 // target of visible ASCII (what Do sends too), and version 1.0 or 1.1 exactly, one space
-// between each.
-func parseRequestLine(line []byte) (method, target string, minor int, err error) {
+// between each. The method and the target are returned as spans of line.
+func parseRequestLine(line []byte) (method, target span, minor int, err error) {
 	sp := bytes.IndexByte(line, ' ')
 	if sp <= 0 {
-		return "", "", 0, malformedLine("invalid request line", line)
+		return span{}, span{}, 0, malformedLine("invalid request line", line)
 	}
 	for _, c := range line[:sp] {
 		if !isTokenByte(c) {
-			return "", "", 0, malformedLine("invalid method", line)
+			return span{}, span{}, 0, malformedLine("invalid method", line)
 		}
 	}
 	rest := line[sp+1:]
 	sp2 := bytes.IndexByte(rest, ' ')
 	if sp2 <= 0 || !isTargetText(string(rest[:sp2])) {
-		return "", "", 0, malformedLine("invalid request target", line)
+		return span{}, span{}, 0, malformedLine("invalid request target", line)
 	}
 	switch string(rest[sp2+1:]) {
 	case "HTTP/1.1":
 		minor = 1
 	case "HTTP/1.0":
 	default:
-		return "", "", 0, errBadVersion
+		return span{}, span{}, 0, errBadVersion
 	}
-	return knownMethod(line[:sp]), string(rest[:sp2]), minor, nil
-}
-
-// knownMethod spares the common methods an allocation.
-func knownMethod(m []byte) string {
-	switch string(m) {
-	case http.MethodPost:
-		return http.MethodPost
-	case http.MethodGet:
-		return http.MethodGet
-	case http.MethodHead:
-		return http.MethodHead
-	case http.MethodOptions:
-		return http.MethodOptions
-	case http.MethodPut:
-		return http.MethodPut
-	case http.MethodDelete:
-		return http.MethodDelete
-	case http.MethodPatch:
-		return http.MethodPatch
-	}
-	return string(m)
+	return span{0, sp}, span{sp + 1, sp + 1 + sp2}, minor, nil
 }
 
 // target sets r.URL and r.Host from the request target and the Host field, which it checks
