@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -98,12 +99,13 @@ func (c *inbound) serve() {
 	}
 }
 
-// served is one request's own memory, in one allocation: the request the handler gets, the
-// backing of its header's values, its answer and its body. It is new for every request,
-// never reused: a handler may keep the request, and a goroutine of its may still read the
-// body after it returned.
+// served is one request's own memory, in one allocation: the request the handler gets, its
+// URL and the backing of its header's values, its answer and its body. It is new for every
+// request, never reused: a handler may keep the request, and a goroutine of its may still
+// read the body after it returned.
 type served struct {
 	r      http.Request
+	url    url.URL
 	values [20]string // the fields of an SDK's request and a proxy's additions; more get their own
 	w      responseWriter
 	body   reqBody

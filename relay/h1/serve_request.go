@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 var (
@@ -45,7 +46,7 @@ func (c *inbound) readRequest(x *served) (r *http.Request, status int, err error
 		r.Proto = "HTTP/1.0"
 	}
 	r.Header = hr.headerOf(&h, s, x.values[:])
-	if err := c.target(r, h.minor); err != nil {
+	if err := c.target(r, h.minor, &x.url); err != nil {
 		return nil, http.StatusBadRequest, err
 	}
 	r.RemoteAddr = c.remote
@@ -117,12 +118,13 @@ func parseRequestLine(line []byte) (method, target span, minor int, err error) {
 	return span{0, sp}, span{sp + 1, sp + 1 + sp2}, minor, nil
 }
 
-// target sets r.URL and r.Host from the request target and the Host field, which it checks
-// as net/http does: exactly one on HTTP/1.1, at most one on HTTP/1.0, of host characters
-// only. Origin-form ("/path?query") and absolute-form for http and https are served;
-// CONNECT's authority-form (nothing here tunnels) and "*" (OPTIONS of the server itself,
-// which net/http answers without its handler) are refused.
-func (c *inbound) target(r *http.Request, minor int) error {
+// target sets r.URL (u, unless the target needs net/url's parser) and r.Host from the
+// request target and the Host field, which it checks as net/http does: exactly one on
+// HTTP/1.1, at most one on HTTP/1.0, of host characters only. Origin-form ("/path?query")
+// and absolute-form for http and https are served; CONNECT's authority-form (nothing here
+// tunnels) and "*" (OPTIONS of the server itself, which net/http answers without its
+// handler) are refused.
+func (c *inbound) target(r *http.Request, minor int, u *url.URL) error {
 	hosts := r.Header["Host"]
 	switch {
 	case len(hosts) > 1:
@@ -137,12 +139,14 @@ func (c *inbound) target(r *http.Request, minor int) error {
 	if r.Method == http.MethodConnect || t == "*" {
 		return errBadTarget
 	}
-	u, err := url.ParseRequestURI(t)
-	if err != nil {
-		return malformedLine("invalid request target", []byte(t))
-	}
-	if t[0] != '/' && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
-		return errBadTarget
+	if !plainOriginForm(t, u) {
+		var err error
+		if u, err = url.ParseRequestURI(t); err != nil {
+			return malformedLine("invalid request target", []byte(t))
+		}
+		if t[0] != '/' && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
+			return errBadTarget
+		}
 	}
 	r.URL = u
 	r.Host = r.URL.Host
@@ -151,6 +155,27 @@ func (c *inbound) target(r *http.Request, minor int) error {
 	}
 	return nil
 }
+
+// plainOriginForm fills u with what url.ParseRequestURI makes of t when t is an origin-form
+// target whose path needs no escaping (letters, digits, "-._~/"): the path as it is, the
+// query after the first "?" as it is, and ForceQuery for a "?" with nothing after it. It
+// reports false, leaving u alone, for any other target. It spares the inference paths
+// (/v1/chat/completions and the like) the parser's allocation of a URL.
+func plainOriginForm(t string, u *url.URL) bool {
+	if t == "" || t[0] != '/' {
+		return false
+	}
+	path, query, hasQuery := strings.Cut(t, "?")
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; c >= 0x80 || !pathBytes[c] {
+			return false
+		}
+	}
+	u.Path, u.RawQuery, u.ForceQuery = path, query, hasQuery && query == ""
+	return true
+}
+
+var pathBytes = alnumAnd("-._~/")
 
 // validHost reports whether a Host value holds only the bytes of a host and port (RFC 3986
 // reg-name, IP literal, port): net/http's set.

@@ -9,6 +9,8 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -431,5 +433,37 @@ func TestServeLateBodyRead(t *testing.T) {
 	}
 	if _, err := (<-bodies).Read(make([]byte, 10)); err != http.ErrBodyReadAfterClose {
 		t.Fatalf("late read: %v", err)
+	}
+}
+
+// TestPlainOriginForm: where plainOriginForm fills the URL itself, it fills it as
+// url.ParseRequestURI does, for every visible byte in the path and in the query.
+func TestPlainOriginForm(t *testing.T) {
+	targets := []string{"/", "/v1/chat/completions", "//x", "/a?", "/a??", "/a?b?", "/a?b=1&c=%zz", "/?", "/a/./b/../c"}
+	for c := byte(0x21); c != 0; c++ {
+		if c == 0x7f {
+			continue
+		}
+		s := string([]byte{c})
+		targets = append(targets, "/"+s, "/a"+s+"b", "/a?"+s, "/a?b"+s, "/a"+s+"?q", s+"/a")
+	}
+	for _, target := range []string{"/v1/chat/completions", "/v1/models?limit=10&after=m-1", "/a?"} {
+		if !plainOriginForm(target, &url.URL{}) {
+			t.Errorf("%q: left to net/url", target)
+		}
+	}
+	for _, target := range targets {
+		var got url.URL
+		if !plainOriginForm(target, &got) {
+			continue
+		}
+		want, err := url.ParseRequestURI(target)
+		if err != nil {
+			t.Errorf("%q: filled %+v; url.ParseRequestURI fails: %v", target, got, err)
+			continue
+		}
+		if !reflect.DeepEqual(&got, want) {
+			t.Errorf("%q: filled %+v; url.ParseRequestURI %+v", target, got, *want)
+		}
 	}
 }
