@@ -31,6 +31,10 @@ type inbound struct {
 	br    *reader
 	hr    headReader
 	probe probe
+	// armHead sets the head's deadline; br calls it before a read the head needs.
+	armHead func()
+	// bodyDeadline: the handler set a read deadline, which ends with the body.
+	bodyDeadline atomic.Bool
 
 	// What the sweeper may look at, under mu: whether the handler waits with nothing left
 	// to read (watching), and how to cancel its request.
@@ -63,7 +67,13 @@ func newInbound(s *Server, nc net.Conn) *inbound {
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.probe.init(sc)
 	}
+	c.armHead = c.headDeadline // bound once: no allocation per request
 	return c
+}
+
+// headDeadline gives a kept-alive connection's request the rest of its head to read.
+func (c *inbound) headDeadline() {
+	c.nc.SetReadDeadline(time.Now().Add(c.s.readHeaderTimeout()))
 }
 
 // serve reads and answers requests until the connection ends.
@@ -87,7 +97,9 @@ func (c *inbound) serve() {
 			return // Shutdown closed it as idle
 		}
 		if wait != c.s.readHeaderTimeout() {
-			c.nc.SetReadDeadline(time.Now().Add(c.s.readHeaderTimeout()))
+			// The head's deadline replaces the idle one at the first read from the socket
+			// the head needs: a head already whole in the buffer costs no timer change.
+			c.br.beforeRead = c.armHead
 		}
 		if !c.serveOne() || c.hijacked {
 			return
@@ -116,6 +128,7 @@ type served struct {
 func (c *inbound) serveOne() (keep bool) {
 	x := &served{}
 	r, status, err := c.readRequest(x)
+	c.br.beforeRead = nil
 	if err != nil {
 		if status != 0 {
 			c.refuse(status)
@@ -184,7 +197,9 @@ func (c *inbound) quiet() {
 	if c.hijacked {
 		return
 	}
-	c.nc.SetReadDeadline(time.Time{})
+	if c.bodyDeadline.Swap(false) {
+		c.nc.SetReadDeadline(time.Time{})
+	}
 	if c.br.Buffered() > 0 {
 		return
 	}

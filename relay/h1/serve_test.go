@@ -467,3 +467,60 @@ func TestPlainOriginForm(t *testing.T) {
 		}
 	}
 }
+
+// TestServeTimeouts: on a kept-alive connection the wait for the next request is bounded by
+// IdleTimeout, and a head begun by ReadHeaderTimeout, whether it came in one read or not.
+func TestServeTimeouts(t *testing.T) {
+	start := func(header, idle time.Duration) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Server{Handler: http.HandlerFunc(echoRequest), ReadHeaderTimeout: header, IdleTimeout: idle}
+		go s.Serve(ln)
+		t.Cleanup(func() { s.Close() })
+		return ln.Addr().String()
+	}
+	// kept dials, has one request answered, and returns the connection kept alive.
+	kept := func(addr string) (net.Conn, *bufio.Reader) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(nc)
+		io.WriteString(nc, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		return nc, br
+	}
+	closedWithin := func(nc net.Conn, br *bufio.Reader, d time.Duration, what string) {
+		t.Helper()
+		begun := time.Now()
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Fatalf("%s: %v; want the connection closed", what, err)
+		}
+		if took := time.Since(begun); took > d {
+			t.Fatalf("%s: closed after %v; want within %v", what, took, d)
+		}
+	}
+
+	addr := start(100*time.Millisecond, time.Minute)
+	nc, br := kept(addr)
+	io.WriteString(nc, "GET /2 HTTP/1.1\r\n") // and no more
+	closedWithin(nc, br, 5*time.Second, "a head begun and stalled")
+
+	nc, br = kept(addr)
+	time.Sleep(300 * time.Millisecond) // longer than ReadHeaderTimeout, shorter than IdleTimeout
+	io.WriteString(nc, "GET /3 HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a whole head after a wait: %v", err)
+	}
+
+	nc, br = kept(start(time.Minute, 100*time.Millisecond))
+	closedWithin(nc, br, 5*time.Second, "an idle connection")
+}

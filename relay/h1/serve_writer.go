@@ -186,7 +186,10 @@ func (w *responseWriter) FlushError() error {
 }
 
 // SetReadDeadline and SetWriteDeadline are what http.ResponseController's calls reach.
-func (w *responseWriter) SetReadDeadline(t time.Time) error { return w.c.nc.SetReadDeadline(t) }
+func (w *responseWriter) SetReadDeadline(t time.Time) error {
+	w.c.bodyDeadline.Store(true)
+	return w.c.nc.SetReadDeadline(t)
+}
 
 func (w *responseWriter) SetWriteDeadline(t time.Time) error {
 	w.deadline = true
