@@ -37,7 +37,9 @@ func (c *inbound) readRequest(x *served) (r *http.Request, status int, err error
 	if err != nil {
 		return nil, requestErrorStatus(err), err
 	}
-	// The method, the target and every field are cut from one string of the head.
+	// The method, the target and every field are cut from one string of the head: the one
+	// copy the handler's strings need, since the head's block is reused. The header map is
+	// the handler's too, new for every request: a handler may keep it.
 	s := string(hr.block)
 	r = &x.r
 	r.Method, r.RequestURI = s[method.start:method.end], s[target.start:target.end]
