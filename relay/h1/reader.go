@@ -40,6 +40,8 @@ type reader struct {
 	buf  *[]byte // nil while nothing is buffered and no read is under way
 	r, w int     // buffered bytes: (*buf)[r:w]
 	err  error   // the source's error, returned once the buffered bytes are read
+	// beforeRead, when set, is called once before the next read from the source.
+	beforeRead func()
 	// The outcome of the last raw read, set by fill.
 	n     int
 	errno error
@@ -80,6 +82,10 @@ func (rd *reader) drop() {
 func (rd *reader) more() {
 	if rd.err != nil {
 		return
+	}
+	if f := rd.beforeRead; f != nil {
+		rd.beforeRead = nil
+		f()
 	}
 	rd.release()
 	if rd.buf != nil && rd.r > 0 {

@@ -100,13 +100,14 @@ func (hr *headReader) readOne() (head, error) {
 	if h.status, h.minor, err = parseStatusLine(line); err != nil {
 		return h, err
 	}
+	hr.block = hr.block[:0] // the status line is no longer needed
 	return h, hr.readFields(&h)
 }
 
-// readFields reads the field lines after a start line, up to the empty line that ends the
-// head, and checks what they say about framing. The start line is no longer needed.
+// readFields reads the field lines after what hr.block holds (the server keeps its request
+// line there), up to the empty line that ends the head, and checks what they say about
+// framing.
 func (hr *headReader) readFields(h *head) error {
-	hr.block = hr.block[:0]
 	for {
 		start := len(hr.block)
 		line, err := hr.line()
@@ -382,12 +383,20 @@ func (h *head) frame(method string) (f framing, length int64, keepAlive bool) {
 // from one string, and the value slices share one backing array: three allocations (the
 // string, the slices, the map) whatever the number of fields.
 func (hr *headReader) header(h *head) http.Header {
-	hdr := make(http.Header, len(hr.fields))
 	if len(hr.fields) == 0 {
-		return hdr
+		return make(http.Header)
 	}
-	s := string(hr.block)
-	values := make([]string, len(hr.fields))
+	return hr.headerOf(h, string(hr.block), nil)
+}
+
+// headerOf builds the header from s, hr.block as a string: names and values are cut from
+// it. The value slices share values' backing array when it has room for every field, else
+// one of their own.
+func (hr *headReader) headerOf(h *head, s string, values []string) http.Header {
+	hdr := make(http.Header, len(hr.fields))
+	if len(values) < len(hr.fields) {
+		values = make([]string, len(hr.fields))
+	}
 	for i, f := range hr.fields {
 		switch {
 		case f.kind == encodingField, f.kind == lengthDuplicate,

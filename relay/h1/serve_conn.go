@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -30,7 +31,10 @@ type inbound struct {
 	br    *reader
 	hr    headReader
 	probe probe
-	tmpl  http.Request // filled per request; the handler gets a copy bound to its context
+	// armHead sets the head's deadline; br calls it before a read the head needs.
+	armHead func()
+	// bodyDeadline: the handler set a read deadline, which ends with the body.
+	bodyDeadline atomic.Bool
 
 	// What the sweeper may look at, under mu: whether the handler waits with nothing left
 	// to read (watching), and how to cancel its request.
@@ -63,7 +67,13 @@ func newInbound(s *Server, nc net.Conn) *inbound {
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.probe.init(sc)
 	}
+	c.armHead = c.headDeadline // bound once: no allocation per request
 	return c
+}
+
+// headDeadline gives a kept-alive connection's request the rest of its head to read.
+func (c *inbound) headDeadline() {
+	c.nc.SetReadDeadline(time.Now().Add(c.s.readHeaderTimeout()))
 }
 
 // serve reads and answers requests until the connection ends.
@@ -87,7 +97,9 @@ func (c *inbound) serve() {
 			return // Shutdown closed it as idle
 		}
 		if wait != c.s.readHeaderTimeout() {
-			c.nc.SetReadDeadline(time.Now().Add(c.s.readHeaderTimeout()))
+			// The head's deadline replaces the idle one at the first read from the socket
+			// the head needs: a head already whole in the buffer costs no timer change.
+			c.br.beforeRead = c.armHead
 		}
 		if !c.serveOne() || c.hijacked {
 			return
@@ -99,10 +111,16 @@ func (c *inbound) serve() {
 	}
 }
 
-// served is one request's own memory, in one allocation: its answer and its body.
+// served is one request's own memory, in one allocation: the request the handler gets, its
+// URL and the backing of its header's values, its answer and its body. It is new for every
+// request, never reused: a handler may keep the request, and a goroutine of its may still
+// read the body after it returned.
 type served struct {
-	w    responseWriter
-	body reqBody
+	r      http.Request
+	url    url.URL
+	values [20]string // the fields of an SDK's request and a proxy's additions; more get their own
+	w      responseWriter
+	body   reqBody
 }
 
 // serveOne reads one request, runs the handler and finishes the answer. It reports whether
@@ -110,6 +128,7 @@ type served struct {
 func (c *inbound) serveOne() (keep bool) {
 	x := &served{}
 	r, status, err := c.readRequest(x)
+	c.br.beforeRead = nil
 	if err != nil {
 		if status != 0 {
 			c.refuse(status)
@@ -117,9 +136,14 @@ func (c *inbound) serveOne() (keep bool) {
 		return false
 	}
 	c.nc.SetReadDeadline(time.Time{})
+	// The context's two allocations (the context and its cancel function) stay: the
+	// sweeper and a failed write cancel it, and only context's own type lets the handler's
+	// derived contexts hang on it without a goroutine each.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r = r.WithContext(ctx)
+	// The request takes its context in place: WithContext's copy, inlined, stays on the
+	// stack.
+	*r = *r.WithContext(ctx)
 	x.w.start(c, r)
 	c.mu.Lock()
 	c.cancel = cancel
@@ -173,7 +197,9 @@ func (c *inbound) quiet() {
 	if c.hijacked {
 		return
 	}
-	c.nc.SetReadDeadline(time.Time{})
+	if c.bodyDeadline.Swap(false) {
+		c.nc.SetReadDeadline(time.Time{})
+	}
 	if c.br.Buffered() > 0 {
 		return
 	}

@@ -9,6 +9,8 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -432,4 +434,93 @@ func TestServeLateBodyRead(t *testing.T) {
 	if _, err := (<-bodies).Read(make([]byte, 10)); err != http.ErrBodyReadAfterClose {
 		t.Fatalf("late read: %v", err)
 	}
+}
+
+// TestPlainOriginForm: where plainOriginForm fills the URL itself, it fills it as
+// url.ParseRequestURI does, for every visible byte in the path and in the query.
+func TestPlainOriginForm(t *testing.T) {
+	targets := []string{"/", "/v1/chat/completions", "//x", "/a?", "/a??", "/a?b?", "/a?b=1&c=%zz", "/?", "/a/./b/../c"}
+	for c := byte(0x21); c != 0; c++ {
+		if c == 0x7f {
+			continue
+		}
+		s := string([]byte{c})
+		targets = append(targets, "/"+s, "/a"+s+"b", "/a?"+s, "/a?b"+s, "/a"+s+"?q", s+"/a")
+	}
+	for _, target := range []string{"/v1/chat/completions", "/v1/models?limit=10&after=m-1", "/a?"} {
+		if !plainOriginForm(target, &url.URL{}) {
+			t.Errorf("%q: left to net/url", target)
+		}
+	}
+	for _, target := range targets {
+		var got url.URL
+		if !plainOriginForm(target, &got) {
+			continue
+		}
+		want, err := url.ParseRequestURI(target)
+		if err != nil {
+			t.Errorf("%q: filled %+v; url.ParseRequestURI fails: %v", target, got, err)
+			continue
+		}
+		if !reflect.DeepEqual(&got, want) {
+			t.Errorf("%q: filled %+v; url.ParseRequestURI %+v", target, got, *want)
+		}
+	}
+}
+
+// TestServeTimeouts: on a kept-alive connection the wait for the next request is bounded by
+// IdleTimeout, and a head begun by ReadHeaderTimeout, whether it came in one read or not.
+func TestServeTimeouts(t *testing.T) {
+	start := func(header, idle time.Duration) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Server{Handler: http.HandlerFunc(echoRequest), ReadHeaderTimeout: header, IdleTimeout: idle}
+		go s.Serve(ln)
+		t.Cleanup(func() { s.Close() })
+		return ln.Addr().String()
+	}
+	// kept dials, has one request answered, and returns the connection kept alive.
+	kept := func(addr string) (net.Conn, *bufio.Reader) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(nc)
+		io.WriteString(nc, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		return nc, br
+	}
+	closedWithin := func(nc net.Conn, br *bufio.Reader, d time.Duration, what string) {
+		t.Helper()
+		begun := time.Now()
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Fatalf("%s: %v; want the connection closed", what, err)
+		}
+		if took := time.Since(begun); took > d {
+			t.Fatalf("%s: closed after %v; want within %v", what, took, d)
+		}
+	}
+
+	addr := start(100*time.Millisecond, time.Minute)
+	nc, br := kept(addr)
+	io.WriteString(nc, "GET /2 HTTP/1.1\r\n") // and no more
+	closedWithin(nc, br, 5*time.Second, "a head begun and stalled")
+
+	nc, br = kept(addr)
+	time.Sleep(300 * time.Millisecond) // longer than ReadHeaderTimeout, shorter than IdleTimeout
+	io.WriteString(nc, "GET /3 HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a whole head after a wait: %v", err)
+	}
+
+	nc, br = kept(start(time.Minute, 100*time.Millisecond))
+	closedWithin(nc, br, 5*time.Second, "an idle connection")
 }

@@ -73,6 +73,9 @@ var (
 
 var errAfterEnd = errors.New("h1: write after the handler returned")
 
+// start readies the answer to r. The header map is new for every answer, not kept by the
+// connection and cleared: a handler's goroutine that still held it after the handler
+// returned would write into the next request's answer, or race its handler on the map.
 func (w *responseWriter) start(c *inbound, r *http.Request) {
 	w.c, w.header, w.method, w.minor, w.reqClose = c, make(http.Header), r.Method, r.ProtoMinor, r.Close
 	w.length = -1
@@ -186,7 +189,10 @@ func (w *responseWriter) FlushError() error {
 }
 
 // SetReadDeadline and SetWriteDeadline are what http.ResponseController's calls reach.
-func (w *responseWriter) SetReadDeadline(t time.Time) error { return w.c.nc.SetReadDeadline(t) }
+func (w *responseWriter) SetReadDeadline(t time.Time) error {
+	w.c.bodyDeadline.Store(true)
+	return w.c.nc.SetReadDeadline(t)
+}
 
 func (w *responseWriter) SetWriteDeadline(t time.Time) error {
 	w.deadline = true
