@@ -137,7 +137,7 @@ func (s *Server) admitCall(w http.ResponseWriter, r *http.Request, d Dialect, at
 	if ep.Route == endpoint.RouteResponses {
 		req.responses = &responsesCall{asSent: asSent, keep: s.keepResponse(req, who)}
 	}
-	req.dispatched = br.release
+	req.waiting = br
 	c.req = req
 	x.id, x.model, x.stream = req.ID, f.Model, f.Stream
 	if err == nil {
@@ -526,9 +526,9 @@ func (s *Server) run(ctx context.Context, req *Request, pool *Pool, out *answer,
 			x.queued += waited
 		}
 		retry = nil
-		if req.dispatched != nil {
-			req.dispatched()
-			req.dispatched = nil
+		if req.waiting != nil {
+			req.waiting.release()
+			req.waiting = nil
 		}
 		pool.placed(req, m)
 		out.where.target, out.where.queued = m.name, time.Since(req.arrival)
@@ -584,57 +584,59 @@ func (s *Server) logFailure(req *Request, pool *Pool, m *member, err error) {
 
 // serveOn runs one attempt on m, holding its slot until the target is done with it.
 func (s *Server) serveOn(ctx context.Context, req *Request, pool *Pool, m *member, out *answer) error {
-	start := time.Now()
-	var once sync.Once
-	release := func(o outcome) { once.Do(func() { pool.release(m, o, time.Since(start)) }) }
-	return s.attempt(ctx, req, m, out, release)
+	return s.attempt(ctx, req, m, out, &slot{pool: pool, m: m, start: time.Now()})
+}
+
+// slot is an attempt's hold on one target's capacity, given back once with the outcome that
+// counts (the target may be done with it after the attempt returned).
+type slot struct {
+	pool  *Pool
+	m     *member
+	start time.Time
+	done  atomic.Bool
+}
+
+func (sl *slot) release(o outcome) {
+	if sl.done.CompareAndSwap(false, true) {
+		sl.pool.release(sl.m, o, time.Since(sl.start))
+	}
 }
 
 // attempt serves req on m, in the client's family or translated for the target's. A probe
 // the target refuses as the wrong family is replayed translated on the same target, holding the
 // same slot: that is no failure and no requeue. A Responses call refused as chat too is
 // replayed once more as Anthropic Messages.
-func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answer, release func(outcome)) error {
+func (s *Server) attempt(ctx context.Context, req *Request, m *member, out *answer, held releaser) error {
 	now := time.Now()
 	p := m.speech.plan(req.Dialect, req.endpoint.Route, now)
 	via := m.speech.via(req.Dialect, now)
 	conv, err := s.prepare(req, p == planTranslate, via)
 	if err != nil {
-		release(outcomeNone)
+		held.release(outcomeNone)
 		return err
 	}
 	// A body streamed to the target cannot be sent again: its failure is the answer.
 	keep := req.stream == nil
 	if p != planProbe {
 		sink := out.compose(attemptPlan{conv: conv, keepFailures: keep})
-		return out.settle(sink, conv, m.target.serve(ctx, req, call{out: sink, release: release}))
+		return out.settle(sink, conv, m.target.serve(ctx, req, call{out: sink, slot: held}))
 	}
-	return s.probe(ctx, req, m, out, release, via)
+	return s.probe(ctx, req, m, out, held, via)
 }
 
 // probe is attempt for a target whose API family is not known yet: the call goes in the
 // client's family, and a refusal of the family is replayed translated. (A function of its own:
 // its frame is not on the stack of every call a known target serves.)
-func (s *Server) probe(ctx context.Context, req *Request, m *member, out *answer, release func(outcome), via Dialect) error {
+func (s *Server) probe(ctx context.Context, req *Request, m *member, out *answer, held releaser, via Dialect) error {
 	keep := req.stream == nil
 	var conv *conversion
 	var err error
-	// The slot is held by each call to the target and by this attempt, which passes it from
-	// call to call; it is released with the last outcome that said something.
-	var holds atomic.Int32
-	var said atomic.Uint32
-	holds.Store(1)
-	drop := func(o outcome) {
-		if o != outcomeNone {
-			said.Store(uint32(o))
-		}
-		if holds.Add(-1) == 0 {
-			release(outcome(said.Load()))
-		}
-	}
+	hold := &probeHold{slot: held}
+	hold.holds.Store(1)
+	drop := hold.release
 	serve := func(sink Sink, probing bool) error {
-		holds.Add(1)
-		return m.target.serve(ctx, req, call{out: sink, probing: probing, release: drop})
+		hold.holds.Add(1)
+		return m.target.serve(ctx, req, call{out: sink, probing: probing, slot: hold})
 	}
 	first := attemptPlan{probing: true, keepFailures: keep}
 	if req.endpoint.Route != endpoint.RouteCountTokens {
@@ -677,6 +679,23 @@ func (s *Server) probe(ctx context.Context, req *Request, m *member, out *answer
 		}
 		drop(outcomeNone)
 		return out.replay(refusal)
+	}
+}
+
+// probeHold is a probe's slot, held by each call to the target and by the probe, which passes
+// it from call to call; it is given back with the last outcome that said something.
+type probeHold struct {
+	holds atomic.Int32
+	said  atomic.Uint32
+	slot  releaser
+}
+
+func (h *probeHold) release(o outcome) {
+	if o != outcomeNone {
+		h.said.Store(uint32(o))
+	}
+	if h.holds.Add(-1) == 0 {
+		h.slot.release(outcome(h.said.Load()))
 	}
 }
 

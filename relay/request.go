@@ -64,9 +64,9 @@ type Request struct {
 	modelElem *list.Element // guarded by pool.mu: place in the queue of its model
 	order     int64         // guarded by pool.mu: queue position (requeues get smaller ones)
 	handoff   chan handoff  // capacity 1: the pool's answer to a queued request (made when it queues)
-	// dispatched, when set, runs once a target has taken the request: the body no longer
-	// counts against the server's budget of bodies waiting.
-	dispatched func()
+	// waiting, when set, is the body's hold on the server's budget of bodies waiting, given
+	// back once a target has taken the request.
+	waiting *bodyReader
 }
 
 // retarget points req at the next model of its chain: the client's request, with that model

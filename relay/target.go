@@ -13,8 +13,8 @@ type target interface {
 	// never End (the caller ends the answer once the target is done with it). It returns nil
 	// when the target answered (whatever the status), errTargetLost when the target went away
 	// before the first byte reached the client (the caller requeues), or another error (the
-	// caller answers it). It must arrange for c.release to be called exactly once, possibly
-	// after it returns, with what the attempt said about the target's health.
+	// caller answers it). It must arrange for c.slot.release to be called exactly once,
+	// possibly after it returns, with what the attempt said about the target's health.
 	serve(ctx context.Context, req *Request, c call) error
 	// drained is called when a draining member finishes its last request.
 	drained()
@@ -26,8 +26,11 @@ type call struct {
 	// probing: the request goes in the client's family to a target that may not speak it, so
 	// a 404, 405 or 501 may mean "not this family" (no failure of the target).
 	probing bool
-	release func(outcome)
+	slot    releaser
 }
+
+// releaser gives back a hold on a target's capacity with what the attempt said of the target.
+type releaser interface{ release(outcome) }
 
 // errTargetLost means the attempt's target disappeared; what happens next depends on whether
 // the client has seen any bytes.

@@ -108,7 +108,7 @@ func (u *upstream) drained() {}
 // What happened before the first byte of the answer feeds the upstream's breaker.
 func (u *upstream) serve(ctx context.Context, req *Request, c call) error {
 	said := outcomeNone
-	defer func() { c.release(said) }()
+	defer func() { c.slot.release(said) }()
 	resp, err := u.send(ctx, req, &said)
 	if err != nil {
 		return err

@@ -83,7 +83,7 @@ type pendingReq struct {
 	lost      chan struct{} // the session ended or drained out; lostErr says how
 	lostErr   error
 	cancelled bool // guarded by session.mu
-	release   func(outcome)
+	slot      releaser
 	grace     *time.Timer
 }
 
@@ -447,7 +447,7 @@ func (ws *workerSession) finish(p *pendingReq) {
 	if p.grace != nil {
 		p.grace.Stop()
 	}
-	p.release(o)
+	p.slot.release(o)
 }
 
 // cancel tells the worker to stop req; its slot is freed by the worker's response_complete or,
@@ -472,12 +472,12 @@ func (ws *workerSession) serve(ctx context.Context, req *Request, c call) error 
 		events:    newEventQueue(),
 		abandoned: make(chan struct{}),
 		lost:      make(chan struct{}),
-		release:   c.release,
+		slot:      c.slot,
 	}
 	ws.mu.Lock()
 	if ws.closed {
 		ws.mu.Unlock()
-		c.release(outcomeNone)
+		c.slot.release(outcomeNone)
 		return errTargetLost
 	}
 	ws.pending[p.id] = p
