@@ -36,6 +36,9 @@ type clientWriter struct {
 	// cut one must not look complete.
 	sse  bool
 	torn bool
+	// values backs the x-modelrelay-* headers' values (at most four), in the answer's own
+	// memory.
+	values [4]string
 }
 
 // streamEnder writes the event that ends a stream the relay had to cut short, or reports
@@ -72,11 +75,8 @@ func (c *clientWriter) Head(status int, h http.Header, length int64) (Sink, erro
 // writeHeader sends the head, naming the model and target that served the answer.
 func (c *clientWriter) writeHeader(status int) {
 	h, at := c.w.Header(), c.where
-	var v []string // the values share one allocation; the names are canonical
+	v := c.values[:0] // the names are canonical
 	add := func(name, value string) {
-		if v == nil {
-			v = make([]string, 0, 4)
-		}
 		v = append(v, value)
 		h[name] = v[len(v)-1 : len(v) : len(v)]
 	}
