@@ -290,18 +290,18 @@ func (s *Server) ServePassThrough(w http.ResponseWriter, r *http.Request, pool s
 }
 
 func (s *Server) newRequest(r *http.Request, d Dialect, arrival time.Time) *Request {
-	header := filterHeader(r.Header)
-	forwardHeaders(header, r, s.opts.TrustedProxies)
-	return &Request{
+	req := &Request{
 		ID:       requestID(s.reqSeq.Add(1)),
 		Path:     r.URL.RequestURI(),
-		Header:   header,
+		Header:   filterHeader(r.Header),
 		Dialect:  d,
 		Method:   r.Method,
 		Host:     r.Host,
 		arrival:  arrival,
 		priority: priorityNormal,
 	}
+	forwardHeaders(req.Header, r, s.opts.TrustedProxies, &req.forwarded)
+	return req
 }
 
 // requestID is "req-" and the request's number, built in one allocation (a concatenation

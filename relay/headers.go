@@ -63,13 +63,14 @@ func namesClient(name string) bool {
 
 // forwardHeaders tells the target who asked, as the stock AppProxy worker does: the client is
 // the address the relay vouches for (the TCP peer, or through trusted proxies only), the proto
-// is how it reached us, the host is the one it asked for.
-func forwardHeaders(h http.Header, r *http.Request, trusted []netip.Prefix) {
+// is how it reached us, the host is the one it asked for. The three values are kept in v,
+// memory the caller holds already.
+func forwardHeaders(h http.Header, r *http.Request, trusted []netip.Prefix, v *[3]string) {
 	proto := "http"
 	if r.TLS != nil {
 		proto = "https"
 	}
-	v := []string{peerIP(r, trusted), proto, strings.ToLower(r.Host)} // one allocation for the three
+	*v = [3]string{peerIP(r, trusted), proto, strings.ToLower(r.Host)}
 	h["X-Forwarded-For"], h["X-Forwarded-Proto"], h["X-Forwarded-Host"] = v[0:1:1], v[1:2:2], v[2:3:3]
 }
 

@@ -64,6 +64,8 @@ type Request struct {
 	modelElem *list.Element // guarded by pool.mu: place in the queue of its model
 	order     int64         // guarded by pool.mu: queue position (requeues get smaller ones)
 	handoff   chan handoff  // capacity 1: the pool's answer to a queued request (made when it queues)
+	// forwarded backs the X-Forwarded-* values of Header (forwardHeaders).
+	forwarded [3]string
 	// waiting, when set, is the body's hold on the server's budget of bodies waiting, given
 	// back once a target has taken the request.
 	waiting *bodyReader
