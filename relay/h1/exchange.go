@@ -34,11 +34,17 @@ type exchange struct {
 	readFailed bool
 }
 
-// response is all the memory one answer needs, in one allocation.
+// response is all the memory one answer needs, in one allocation, the backing of its
+// header's values included. It is new for every answer, never reused: the caller may keep the
+// Response and its Header.
 type response struct {
 	Response
 	body body
 	x    exchange
+	// values: the fields of a model server's answer (Date, Server, Content-Type and
+	// Content-Length or Transfer-Encoding) and a proxy's few additions; more get their own.
+	// Seven fill the 320-byte size class the allocation rounds up to.
+	values [7]string
 }
 
 // roundTrip sends r over cn and reads the answer's head. retry reports a failure that
@@ -51,6 +57,13 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, r *Request, t *target)
 	x := &rs.x
 	x.client, x.cn, x.ctx = c, cn, ctx
 	x.users.Store(1)
+	// One registration per attempt, before the first write: a write or a read blocked on the
+	// socket ends when ctx does. Its cost is the context package's: the registration and its
+	// stop function (two allocations, 128 bytes, about 0.4 us with the stop), and, for a
+	// context no one watched yet, its Done channel and its map of children (three more, about
+	// 0.8 us in all). A goroutine per connection watching Done instead allocates nothing but
+	// costs two goroutine switches per request (about 1.1 us), and one goroutine per idle
+	// connection.
 	if ctx.Done() != nil {
 		x.stop = context.AfterFunc(ctx, cn.abort)
 	}
@@ -82,7 +95,7 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, r *Request, t *target)
 	}
 	kind, length, keepAlive := h.frame(t.method)
 	x.keepAlive = keepAlive && werr == nil
-	rs.Response = Response{StatusCode: h.status, Header: cn.head.header(&h), ContentLength: length, Body: &rs.body}
+	rs.Response = Response{StatusCode: h.status, Header: cn.head.header(&h, rs.values[:]), ContentLength: length, Body: &rs.body}
 	rs.body.start(cn.br, x, kind, length)
 	return &rs.Response, false, nil
 }

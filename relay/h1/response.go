@@ -380,13 +380,14 @@ func (h *head) frame(method string) (f framing, length int64, keepAlive bool) {
 }
 
 // header builds the caller's http.Header of the head just read. Every name and value is cut
-// from one string, and the value slices share one backing array: three allocations (the
-// string, the slices, the map) whatever the number of fields.
-func (hr *headReader) header(h *head) http.Header {
+// from one string, and the value slices share one backing array: values when it has room for
+// every field, else one of their own. Three allocations (the string, the map and its group of
+// slots), four when values is short.
+func (hr *headReader) header(h *head, values []string) http.Header {
 	if len(hr.fields) == 0 {
 		return make(http.Header)
 	}
-	return hr.headerOf(h, string(hr.block), nil)
+	return hr.headerOf(h, string(hr.block), values)
 }
 
 // headerOf builds the header from s, hr.block as a string: names and values are cut from
