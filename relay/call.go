@@ -347,12 +347,8 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 	defer cancel(nil)
 	defer s.serving.remove(s.serving.add(cancel))
 	if s.opts.RequestTimeout > 0 {
-		t := time.AfterFunc(time.Until(req.arrival.Add(s.opts.RequestTimeout)), func() {
-			if out.expire() {
-				cancel(errRequestTimeout)
-			}
-		})
-		defer t.Stop()
+		t := startTimeout(time.Until(req.arrival.Add(s.opts.RequestTimeout)), out, cancel)
+		defer t.stop()
 	}
 	if models != nil {
 		s.walkChain(ctx, req, at, models, out, x)
@@ -361,6 +357,42 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 	pool := s.pool(at.Pool)
 	if err := s.run(ctx, req, pool, out, x); err != nil {
 		s.fail(ctx, pool, out, err)
+	}
+}
+
+// requestTimeout ends a request whose answer has not begun by its deadline. Its timer is
+// reused from request to request: a timer stopped before it fired serves the next request;
+// one that fired (or is firing) is dropped, since its function may still be running.
+type requestTimeout struct {
+	t      *time.Timer
+	out    *answer
+	cancel context.CancelCauseFunc
+}
+
+var requestTimeouts = sync.Pool{New: func() any {
+	rt := new(requestTimeout)
+	rt.t = time.AfterFunc(time.Hour, rt.fire)
+	rt.t.Stop()
+	return rt
+}}
+
+func startTimeout(d time.Duration, out *answer, cancel context.CancelCauseFunc) *requestTimeout {
+	rt := requestTimeouts.Get().(*requestTimeout)
+	rt.out, rt.cancel = out, cancel
+	rt.t.Reset(d)
+	return rt
+}
+
+func (rt *requestTimeout) fire() {
+	if rt.out.expire() {
+		rt.cancel(errRequestTimeout)
+	}
+}
+
+func (rt *requestTimeout) stop() {
+	if rt.t.Stop() {
+		rt.out, rt.cancel = nil, nil
+		requestTimeouts.Put(rt)
 	}
 }
 
