@@ -131,7 +131,10 @@ func (b *bodyReader) read() ([]byte, error) {
 		if err != nil {
 			return nil, classifyBodyError(err)
 		}
-		if timed && n > 0 {
+		if timed && n > 0 && int64(len(buf)) != b.r.ContentLength {
+			// (A body whole by its length ends with no read of the connection: the next read
+			// returns EOF at once, and the deadline it would move is a timer change for
+			// nothing.)
 			b.rc.SetReadDeadline(b.nextDeadline(start, deadline, int64(len(buf))))
 		}
 		if len(buf) == cap(buf) {
