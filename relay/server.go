@@ -1,8 +1,9 @@
 // Package relay is the ModelRelay core: pools of targets (relay workers that dial in over
 // WebSocket, HTTP upstreams the relay calls), a bounded priority queue per pool, the dispatcher,
-// and the OpenAI/Anthropic HTTP API in front of them. It knows nothing of Backend.AI: the
-// AppProxy mode drives it through SetUpstreamPool and RemovePool. The operator's surface (the
-// admin API, the status page) is package relay/admin, which adds its routes with Mount.
+// and the stages of an OpenAI/Anthropic call in front of them. It knows nothing of Backend.AI:
+// the AppProxy mode drives it through SetUpstreamPool and RemovePool. Its HTTP routes are
+// package relay/api's (api.Handler); the operator's surface (the admin API, the status page)
+// is package relay/admin, which adds its routes with Mount.
 package relay
 
 import (
