@@ -1,6 +1,6 @@
 // Package api is the relay's HTTP surface: the routes a client, a relay worker and a monitor
 // call, each path's refusals in its route's shape, mounted on the core (package relay), which
-// knows pools, queues, targets and the stages of a call but no URL.
+// knows pools, queues, targets and the stages of a call but mounts no route.
 package api
 
 import (
