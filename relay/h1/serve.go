@@ -77,10 +77,10 @@ func (s *Server) init() {
 func (s *Server) Serve(ln net.Listener) error {
 	s.init()
 	defer ln.Close()
-	if !s.track(ln) {
+	if !join(s, s.listeners, ln) {
 		return ErrServerClosed
 	}
-	defer s.untrack(ln)
+	defer leave(s, s.listeners, ln)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -104,7 +104,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		c := newInbound(s, nc)
-		if !s.add(c) {
+		if !join(s, s.conns, c) {
 			nc.Close()
 			return ErrServerClosed
 		}
@@ -117,35 +117,21 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
-func (s *Server) track(ln net.Listener) bool {
+// join puts k in set, one of the server's sets under s.mu, unless the server is closing.
+func join[K comparable](s *Server, set map[K]struct{}, k K) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing.Load() {
 		return false
 	}
-	s.listeners[ln] = struct{}{}
+	set[k] = struct{}{}
 	return true
 }
 
-func (s *Server) untrack(ln net.Listener) {
+// leave takes k out of set, one of the server's sets under s.mu.
+func leave[K comparable](s *Server, set map[K]struct{}, k K) {
 	s.mu.Lock()
-	delete(s.listeners, ln)
-	s.mu.Unlock()
-}
-
-func (s *Server) add(c *inbound) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing.Load() {
-		return false
-	}
-	s.conns[c] = struct{}{}
-	return true
-}
-
-func (s *Server) remove(c *inbound) {
-	s.mu.Lock()
-	delete(s.conns, c)
+	delete(set, k)
 	s.mu.Unlock()
 }
 

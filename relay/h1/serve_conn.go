@@ -78,7 +78,7 @@ func (c *inbound) headDeadline() {
 
 // serve reads and answers requests until the connection ends.
 func (c *inbound) serve() {
-	defer c.s.remove(c)
+	defer leave(c.s, c.s.conns, c)
 	c.br = newReader(c.nc)
 	defer func() {
 		if c.hijacked {

@@ -212,7 +212,7 @@ func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c.watching = false
 	c.mu.Unlock()
 	w.hijacked, c.hijacked = true, true
-	c.s.remove(c)
+	leave(c.s, c.s.conns, c)
 	w.release()
 	var src io.Reader = c.nc
 	if n := c.br.Buffered(); n > 0 { // what the client sent after its request: the new protocol's
