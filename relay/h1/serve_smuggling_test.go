@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // get11 starts a request with a Host field; post11 one with a body to frame.
@@ -210,12 +209,8 @@ func (p *pair) run(t testing.TB, raw []byte) (ours, theirs []seen) {
 }
 
 func (p *pair) one(t testing.TB, addr string, raw []byte) []seen {
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := dialRaw(t, addr)
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	go func() {
 		nc.Write(raw) // may fail once the server closed; what it served is recorded anyway
 		nc.(*net.TCPConn).CloseWrite()

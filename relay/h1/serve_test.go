@@ -37,16 +37,24 @@ func startLean(t testing.TB, h http.Handler) (*Server, string) {
 	return s, ln.Addr().String()
 }
 
-// exchangeRaw sends raw on a new connection, closes the sending side, and returns all the
-// server wrote until it closed.
-func exchangeRaw(t testing.TB, addr, raw string) string {
+// dialRaw opens a connection to addr whose reads and writes give up after 10 s, so that a
+// server that never answers fails the test instead of hanging it. The caller closes it.
+func dialRaw(t testing.TB, addr string) net.Conn {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return nc
+}
+
+// exchangeRaw sends raw on a new connection, closes the sending side, and returns all the
+// server wrote until it closed.
+func exchangeRaw(t testing.TB, addr, raw string) string {
+	t.Helper()
+	nc := dialRaw(t, addr)
+	defer nc.Close()
 	io.WriteString(nc, raw)
 	nc.(*net.TCPConn).CloseWrite()
 	out, _ := io.ReadAll(nc)
@@ -148,12 +156,8 @@ func TestServeStreamsFlushedChunks(t *testing.T) {
 func TestServeExpectContinue(t *testing.T) {
 	_, addr := startLean(t, http.HandlerFunc(echoRequest))
 	raw := "POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := dialRaw(t, addr)
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(nc, raw)
 	br := bufio.NewReader(nc)
 	line, _ := br.ReadString('\n')
@@ -206,12 +210,8 @@ func TestServeResponseController(t *testing.T) {
 		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusRequestTimeout)
 	}))
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := dialRaw(t, addr)
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(nc, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n") // the body never comes
 	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
 	if err != nil || resp.StatusCode != http.StatusRequestTimeout {
@@ -483,12 +483,8 @@ func TestServeTimeouts(t *testing.T) {
 	}
 	// kept dials, has one request answered, and returns the connection kept alive.
 	kept := func(addr string) (net.Conn, *bufio.Reader) {
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		nc := dialRaw(t, addr)
 		t.Cleanup(func() { nc.Close() })
-		nc.SetDeadline(time.Now().Add(10 * time.Second))
 		br := bufio.NewReader(nc)
 		io.WriteString(nc, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
 		resp, err := http.ReadResponse(br, nil)
