@@ -13,28 +13,25 @@ import (
 // gets a 405 in its route's error shape: net/http's own is a line of text, which an API client
 // reports as an unparseable body instead of the mistake (GET on /v1/chat/completions).
 type routes struct {
-	mux     *http.ServeMux
-	paths   []string            // in registration order
-	method  map[string][]string // path -> methods it takes
-	shape   map[string]relay.ErrorShape
-	handler map[string]http.Handler // pattern -> its handler
+	mux    *http.ServeMux
+	paths  []string           // in registration order
+	byPath map[string][]route // path -> the methods it takes, each with its handler
+	shape  map[string]relay.ErrorShape
 }
 
 func newRoutes() *routes {
-	return &routes{mux: http.NewServeMux(), method: map[string][]string{}, shape: map[string]relay.ErrorShape{},
-		handler: map[string]http.Handler{}}
+	return &routes{mux: http.NewServeMux(), byPath: map[string][]route{}, shape: map[string]relay.ErrorShape{}}
 }
 
 // handle mounts h on pattern ("METHOD /path"); shape is how the path's errors look.
 func (rt *routes) handle(pattern string, h http.Handler, shape relay.ErrorShape) {
 	rt.mux.Handle(pattern, h)
-	rt.handler[pattern] = h
 	method, path, _ := strings.Cut(pattern, " ")
-	if _, seen := rt.method[path]; !seen {
+	if _, seen := rt.byPath[path]; !seen {
 		rt.paths = append(rt.paths, path)
 		rt.shape[path] = shape
 	}
-	rt.method[path] = append(rt.method[path], method)
+	rt.byPath[path] = append(rt.byPath[path], route{method, h})
 }
 
 // serve mounts, for every path, the answer to the methods it does not take, and returns the
@@ -43,10 +40,15 @@ func (rt *routes) serve() http.Handler {
 	exact := make(map[string]route)
 	hosts := false
 	for _, path := range rt.paths {
-		rt.mux.Handle(path, notAllowed(rt.method[path], rt.shape[path]))
+		taken := rt.byPath[path]
+		methods := make([]string, len(taken))
+		for i, r := range taken {
+			methods[i] = r.method
+		}
+		rt.mux.Handle(path, notAllowed(methods, rt.shape[path]))
 		hosts = hosts || !strings.HasPrefix(path, "/")
-		if methods := rt.method[path]; len(methods) == 1 && methods[0] != "" && plainPath(path) {
-			exact[path] = route{methods[0], rt.handler[methods[0]+" "+path]}
+		if len(taken) == 1 && taken[0].method != "" && plainPath(path) {
+			exact[path] = taken[0]
 		}
 	}
 	if hosts {
@@ -62,7 +64,7 @@ func plainPath(path string) bool {
 		!strings.ContainsAny(path, "{}%") && !strings.Contains(path, "//") && !strings.Contains(path, "/.")
 }
 
-// route is a path's only method and its handler.
+// route is a method a path takes and its handler.
 type route struct {
 	method  string
 	handler http.Handler
