@@ -271,10 +271,7 @@ func ptr[T any](v T) *T { return &v }
 func TestE2ESSEArrivesChunkByChunk(t *testing.T) {
 	t.Parallel()
 	rep := newReplica(t, "llama", "llama-3-8b")
-	gate := make(chan struct{})
-	rep.mu.Lock()
-	rep.sseGate = gate
-	rep.mu.Unlock()
+	gate := rep.gateSSE()
 	c := newCircuit("stream", route{port: rep.port()})
 	c.public = true
 	e := startE2E(t, e2eOptions{circuits: []json.RawMessage{c.json()}})
@@ -324,10 +321,7 @@ func TestE2ESSEArrivesChunkByChunk(t *testing.T) {
 func TestE2EPassThroughStreamOutlivesItsBodyDeadline(t *testing.T) {
 	t.Parallel()
 	rep := newReplica(t, "tgi", "m")
-	gate := make(chan struct{})
-	rep.mu.Lock()
-	rep.sseGate = gate
-	rep.mu.Unlock()
+	gate := rep.gateSSE()
 	c := newCircuit("longstream", route{port: rep.port()})
 	c.public = true
 	e := startE2E(t, e2eOptions{circuits: []json.RawMessage{c.json()}})
@@ -431,11 +425,8 @@ func TestE2ENoRoutesAndRefused(t *testing.T) {
 func TestE2EClientDropCancelsUpstreamStream(t *testing.T) {
 	t.Parallel()
 	rep := newReplica(t, "llama", "m")
-	gate := make(chan struct{})
+	gate := rep.gateSSE()
 	defer close(gate)
-	rep.mu.Lock()
-	rep.sseGate = gate
-	rep.mu.Unlock()
 	c := newCircuit("dropped", route{port: rep.port()})
 	c.public = true
 	e := startE2E(t, e2eOptions{circuits: []json.RawMessage{c.json()}})

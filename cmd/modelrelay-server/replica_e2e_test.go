@@ -133,6 +133,15 @@ func (r *replica) holdChats() (entered <-chan struct{}, release func()) {
 	return in, func() { once.Do(func() { close(hold) }) }
 }
 
+// gateSSE makes streamed answers wait after their first chunk until gate is closed.
+func (r *replica) gateSSE() (gate chan struct{}) {
+	gate = make(chan struct{})
+	r.mu.Lock()
+	r.sseGate = gate
+	r.mu.Unlock()
+	return gate
+}
+
 func (r *replica) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	r.mu.Lock()
