@@ -343,11 +343,11 @@ func (s *Server) choosePool(names []string, model string) *Pool {
 func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placement, models []string, out *answer, x *exchange) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
-	ctx, cancel := context.WithCancelCause(clientCtx)
-	defer cancel(nil)
-	defer s.serving.remove(s.serving.add(cancel))
+	ctx := newCallCtx(clientCtx)
+	defer ctx.end(context.Canceled) // what still watches the call (a request body going up) stops
+	defer s.serving.remove(s.serving.add(ctx))
 	if s.opts.RequestTimeout > 0 {
-		t := startTimeout(time.Until(req.arrival.Add(s.opts.RequestTimeout)), out, cancel)
+		t := startTimeout(time.Until(req.arrival.Add(s.opts.RequestTimeout)), out, ctx)
 		defer t.stop()
 	}
 	if models != nil {
@@ -364,9 +364,9 @@ func (s *Server) serveChain(clientCtx context.Context, req *Request, at Placemen
 // reused from request to request: a timer stopped before it fired serves the next request;
 // one that fired (or is firing) is dropped, since its function may still be running.
 type requestTimeout struct {
-	t      *time.Timer
-	out    *answer
-	cancel context.CancelCauseFunc
+	t    *time.Timer
+	out  *answer
+	call *callCtx
 }
 
 var requestTimeouts = sync.Pool{New: func() any {
@@ -376,22 +376,22 @@ var requestTimeouts = sync.Pool{New: func() any {
 	return rt
 }}
 
-func startTimeout(d time.Duration, out *answer, cancel context.CancelCauseFunc) *requestTimeout {
+func startTimeout(d time.Duration, out *answer, call *callCtx) *requestTimeout {
 	rt := requestTimeouts.Get().(*requestTimeout)
-	rt.out, rt.cancel = out, cancel
+	rt.out, rt.call = out, call
 	rt.t.Reset(d)
 	return rt
 }
 
 func (rt *requestTimeout) fire() {
 	if rt.out.expire() {
-		rt.cancel(errRequestTimeout)
+		rt.call.end(errRequestTimeout)
 	}
 }
 
 func (rt *requestTimeout) stop() {
 	if rt.t.Stop() {
-		rt.out, rt.cancel = nil, nil
+		rt.out, rt.call = nil, nil
 		requestTimeouts.Put(rt)
 	}
 }
@@ -746,7 +746,7 @@ func (s *Server) prepare(req *Request, translated bool, via Dialect) (*conversio
 // answerFor turns a context error into the reason the context ended.
 func (s *Server) answerFor(ctx context.Context, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		if cause := context.Cause(ctx); cause != nil {
+		if cause := causeOf(ctx); cause != nil {
 			return cause
 		}
 	}

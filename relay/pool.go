@@ -321,7 +321,7 @@ func (p *Pool) acquire(ctx context.Context, req *Request, requeue bool, queueDea
 	case h := <-req.handoff:
 		return h.m, time.Since(queuedAt), h.err
 	case <-ctx.Done():
-		err = context.Cause(ctx)
+		err = causeOf(ctx)
 	case <-expired:
 		err = errQueueTimeout
 	}

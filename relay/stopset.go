@@ -1,12 +1,11 @@
 package relay
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 )
 
-// stopSet is the requests being served, each by the cancel of its context, so that a hard stop
+// stopSet is the requests being served, each by what ends it, so that a hard stop
 // (the drain deadline passing, Close) ends them all. A request registers when it starts and
 // leaves when it ends: an entry in a map under a lock, where a context.AfterFunc on one
 // server-wide stop context cost two allocations and about 2,000 instructions a request. The
@@ -21,28 +20,31 @@ const stopShards = 16
 
 type stopShard struct {
 	mu      sync.Mutex
-	cancels map[uint64]context.CancelCauseFunc
+	calls   map[uint64]ender
 	stopped error    // why the set was stopped; nil while serving
 	_       [32]byte // the rest of a 64-byte cache line: neighbours' locks do not share one
 }
 
 func (s *stopSet) shard(key uint64) *stopShard { return &s.shards[key%stopShards] }
 
-// add registers cancel and returns its key for remove. After stop, cancel is called at once
-// with the stop's cause and nothing is kept.
-func (s *stopSet) add(cancel context.CancelCauseFunc) uint64 {
+// ender is a request the set can end: its call's context.
+type ender interface{ end(cause error) }
+
+// add registers call and returns its key for remove. After stop, call is ended at once with
+// the stop's cause and nothing is kept.
+func (s *stopSet) add(call ender) uint64 {
 	key := s.next.Add(1)
 	sh := s.shard(key)
 	sh.mu.Lock()
 	if err := sh.stopped; err != nil {
 		sh.mu.Unlock()
-		cancel(err)
+		call.end(err)
 		return 0
 	}
-	if sh.cancels == nil {
-		sh.cancels = make(map[uint64]context.CancelCauseFunc)
+	if sh.calls == nil {
+		sh.calls = make(map[uint64]ender)
 	}
-	sh.cancels[key] = cancel
+	sh.calls[key] = call
 	sh.mu.Unlock()
 	return key
 }
@@ -54,12 +56,12 @@ func (s *stopSet) remove(key uint64) {
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
-	delete(sh.cancels, key)
+	delete(sh.calls, key)
 	sh.mu.Unlock()
 }
 
-// stop cancels every registered request, and every one registered later, with cause. Only the
-// first call's cause counts. A request registers in one shard, so it is cancelled either by
+// stop ends every registered request, and every one registered later, with cause. Only the
+// first call's cause counts. A request registers in one shard, so it is ended either by
 // add (its shard was stopped already) or here (it was there when stop reached its shard).
 func (s *stopSet) stop(cause error) {
 	for i := range s.shards {
@@ -70,11 +72,11 @@ func (s *stopSet) stop(cause error) {
 			continue
 		}
 		sh.stopped = cause
-		cancels := sh.cancels
-		sh.cancels = nil
+		calls := sh.calls
+		sh.calls = nil
 		sh.mu.Unlock()
-		for _, cancel := range cancels {
-			cancel(cause)
+		for _, call := range calls {
+			call.end(cause)
 		}
 	}
 }

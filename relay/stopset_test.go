@@ -9,20 +9,20 @@ import (
 func TestStopSet(t *testing.T) {
 	var s stopSet
 	cause := errors.New("stop")
-	served, servedCancel := context.WithCancelCause(context.Background())
-	left, leftCancel := context.WithCancelCause(context.Background())
-	s.add(servedCancel)
-	s.remove(s.add(leftCancel)) // a request that ended before the stop
+	served := newCallCtx(context.Background())
+	left := newCallCtx(context.Background())
+	s.add(served)
+	s.remove(s.add(left)) // a request that ended before the stop
 	s.stop(cause)
-	if context.Cause(served) != cause {
-		t.Fatalf("a request served at the stop ended with %v, want the stop's cause", context.Cause(served))
+	if causeOf(served) != cause {
+		t.Fatalf("a request served at the stop ended with %v, want the stop's cause", causeOf(served))
 	}
 	if left.Err() != nil {
 		t.Fatal("a request that had left was cancelled")
 	}
-	late, lateCancel := context.WithCancelCause(context.Background())
-	if s.remove(s.add(lateCancel)); context.Cause(late) != cause {
-		t.Fatalf("a request that started after the stop ended with %v, want the stop's cause", context.Cause(late))
+	late := newCallCtx(context.Background())
+	if s.remove(s.add(late)); causeOf(late) != cause {
+		t.Fatalf("a request that started after the stop ended with %v, want the stop's cause", causeOf(late))
 	}
 	s.stop(errors.New("again")) // a second stop changes nothing
 	for i := range s.shards {
@@ -39,16 +39,16 @@ func TestStopSetEndsEveryShard(t *testing.T) {
 	cause := errors.New("stop")
 	var ctxs []context.Context
 	for range 3 * stopShards {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		s.add(cancel)
+		ctx := newCallCtx(context.Background())
+		s.add(ctx)
 		ctxs = append(ctxs, ctx)
 	}
 	done := make(chan []context.Context)
 	go func() {
 		var racing []context.Context
 		for range 200 {
-			ctx, cancel := context.WithCancelCause(context.Background())
-			s.add(cancel)
+			ctx := newCallCtx(context.Background())
+			s.add(ctx)
 			racing = append(racing, ctx)
 		}
 		done <- racing
@@ -56,8 +56,8 @@ func TestStopSetEndsEveryShard(t *testing.T) {
 	s.stop(cause)
 	ctxs = append(ctxs, <-done...)
 	for i, ctx := range ctxs {
-		if context.Cause(ctx) != cause {
-			t.Fatalf("request %d ended with %v, want the stop's cause", i, context.Cause(ctx))
+		if causeOf(ctx) != cause {
+			t.Fatalf("request %d ended with %v, want the stop's cause", i, causeOf(ctx))
 		}
 	}
 }

@@ -145,7 +145,7 @@ func (u *upstream) send(ctx context.Context, req *Request, said *outcome) (*h1.R
 		if u.unanswered(ctx, err, start) {
 			*said = outcomeFailed
 		}
-		return nil, context.Cause(ctx)
+		return nil, causeOf(ctx)
 	case isDial(err):
 		// The backend never saw the request: another target may serve it. (A pooled
 		// connection found dead is retried by the client itself, on a fresh dial.)
@@ -163,7 +163,7 @@ func (u *upstream) send(ctx context.Context, req *Request, said *outcome) (*h1.R
 // healthy target must not lose its breaker over it; a target that sits on a request it has
 // whole for that long is not answering.
 func (u *upstream) unanswered(ctx context.Context, err error, start time.Time) bool {
-	return errors.Is(context.Cause(ctx), errRequestTimeout) && errors.Is(err, h1.ErrUnanswered) &&
+	return errors.Is(causeOf(ctx), errRequestTimeout) && errors.Is(err, h1.ErrUnanswered) &&
 		time.Since(start) >= u.srv.opts.RequestTimeout/2
 }
 
@@ -256,7 +256,7 @@ func (u *upstream) copyBody(ctx context.Context, body io.Reader, out Sink, strea
 			return nil
 		case err != nil:
 			if ctx.Err() != nil {
-				return context.Cause(ctx)
+				return causeOf(ctx)
 			}
 			return errUpstream(describe(err))
 		}

@@ -484,7 +484,7 @@ func (ws *workerSession) serve(ctx context.Context, req *Request, c call) error 
 	ws.mu.Unlock()
 	if ctx.Err() != nil {
 		ws.finish(p)
-		return context.Cause(ctx)
+		return causeOf(ctx)
 	}
 	// The body goes into the frame as the client sent it, without a copy as a string.
 	frame := wsconn.Buffer()
@@ -518,7 +518,7 @@ func (ws *workerSession) serve(ctx context.Context, req *Request, c call) error 
 			}
 			return p.lostErr
 		case <-ctx.Done():
-			cause := context.Cause(ctx)
+			cause := causeOf(ctx)
 			ws.cancel(p, cancelReason(cause))
 			return cause
 		}

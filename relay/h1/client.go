@@ -142,3 +142,24 @@ func (c *Client) clock() time.Time {
 	}
 	return time.Now()
 }
+
+// Watcher is a context that runs a connection's abort itself when it ends, where
+// context.AfterFunc would make a registration of its own for every call: a caller whose
+// context already keeps what a call needs (its own reasons to end, one watch on the context
+// it derives from) saves the call that registration. The client uses it in place of
+// context.AfterFunc:
+//
+//   - Watch registers abort, to run when the context ends, or at once if it has ended
+//     already, and returns the registration's id. abort is idempotent and does not block: it
+//     may run more than once, on whichever goroutine ends the context.
+//   - Unwatch takes the registration back before the call's connection is reused, and
+//     reports whether its abort had not run (and now will not); false means the connection's
+//     deadline is spent.
+//
+// Calls under one context may overlap (a large body still going up on its goroutine while
+// the caller has moved on to another call): each has its own registration.
+type Watcher interface {
+	context.Context
+	Watch(abort func()) (id uint64)
+	Unwatch(id uint64) bool
+}

@@ -58,7 +58,8 @@
 // that, context.AfterFunc sets a deadline in the past on the connection when ctx ends,
 // which makes a blocked write or read (of the head or of any part of the body) return at
 // once: no timer per request, no goroutine per connection. The error then wraps ctx.Err();
-// context.DeadlineExceeded is a net.Error whose Timeout() is true.
+// context.DeadlineExceeded is a net.Error whose Timeout() is true. A context that is a
+// Watcher takes the abort itself, in place of context.AfterFunc.
 //
 // # Retry
 //

@@ -19,11 +19,14 @@ type exchange struct {
 	client *Client
 	cn     *conn
 	ctx    context.Context
-	// stop undoes the context.AfterFunc that aborts the connection when ctx ends. If it
-	// reports that the abort already ran, the connection's deadline is spent: never reuse it.
-	stop   func() bool
-	users  atomic.Int32
-	broken atomic.Bool
+	// stop undoes the registration that aborts the connection when ctx ends (ctx's own, when
+	// it is a Watcher, else context.AfterFunc). If it reports that the abort already ran,
+	// the connection's deadline is spent: never reuse it.
+	stop    func() bool
+	watcher Watcher
+	watchID uint64
+	users   atomic.Int32
+	broken  atomic.Bool
 	// keepAlive: the answer lets the connection carry another request. Set before the
 	// answer's release; read by whichever release comes last.
 	keepAlive bool
@@ -63,8 +66,10 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, r *Request, t *target)
 	// context no one watched yet, its Done channel and its map of children (three more, about
 	// 0.8 us in all). A goroutine per connection watching Done instead allocates nothing but
 	// costs two goroutine switches per request (about 1.1 us), and one goroutine per idle
-	// connection.
-	if ctx.Done() != nil {
+	// connection. A Watcher context takes the abort itself and costs what it says.
+	if w, ok := ctx.(Watcher); ok {
+		x.watcher, x.watchID = w, w.Watch(cn.abort)
+	} else if ctx.Done() != nil {
 		x.stop = context.AfterFunc(ctx, cn.abort)
 	}
 	cn.startWrite()
@@ -131,7 +136,7 @@ func (x *exchange) release(ok, closeNow bool) {
 	if x.users.Add(-1) > 0 {
 		return
 	}
-	spent := x.stop != nil && !x.stop()
+	spent := (x.stop != nil && !x.stop()) || (x.watcher != nil && !x.watcher.Unwatch(x.watchID))
 	if x.keepAlive && !spent && !x.broken.Load() && x.cn.br.Buffered() == 0 && !x.cn.closed.Load() {
 		// (Buffered bytes would be an answer to no request: the upstream is confused.)
 		x.client.put(x.cn)
