@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 )
 
-// stopSet is the requests being served, each by what ends it, so that a hard stop
+// stopSet is the calls being served, each by its context, so that a hard stop
 // (the drain deadline passing, Close) ends them all. A request registers when it starts and
 // leaves when it ends: an entry in a map under a lock, where a context.AfterFunc on one
 // server-wide stop context cost two allocations and about 2,000 instructions a request. The
@@ -20,19 +20,16 @@ const stopShards = 16
 
 type stopShard struct {
 	mu      sync.Mutex
-	calls   map[uint64]ender
+	calls   map[uint64]*callCtx
 	stopped error    // why the set was stopped; nil while serving
 	_       [32]byte // the rest of a 64-byte cache line: neighbours' locks do not share one
 }
 
 func (s *stopSet) shard(key uint64) *stopShard { return &s.shards[key%stopShards] }
 
-// ender is a request the set can end: its call's context.
-type ender interface{ end(cause error) }
-
 // add registers call and returns its key for remove. After stop, call is ended at once with
 // the stop's cause and nothing is kept.
-func (s *stopSet) add(call ender) uint64 {
+func (s *stopSet) add(call *callCtx) uint64 {
 	key := s.next.Add(1)
 	sh := s.shard(key)
 	sh.mu.Lock()
@@ -42,7 +39,7 @@ func (s *stopSet) add(call ender) uint64 {
 		return 0
 	}
 	if sh.calls == nil {
-		sh.calls = make(map[uint64]ender)
+		sh.calls = make(map[uint64]*callCtx)
 	}
 	sh.calls[key] = call
 	sh.mu.Unlock()
