@@ -34,8 +34,9 @@ type clientWriter struct {
 	// an error event. Any other body is torn instead (torn: the handler aborts the connection
 	// once the request is logged): an error appended to it would read as part of it, and a
 	// cut one must not look complete.
-	sse  bool
-	torn bool
+	sse    bool
+	torn   bool
+	events streamEnd // where the event stream written so far stands (sse only)
 	// values backs the x-modelrelay-* headers' values (at most four), in the answer's own
 	// memory.
 	values [4]string
@@ -104,6 +105,9 @@ func (c *clientWriter) Chunk(b []byte, flush bool) error {
 	if _, err := c.w.Write(b); err != nil {
 		return errClientGone
 	}
+	if c.sse {
+		c.events.write(b)
+	}
 	c.streamed += int64(len(b))
 	if flush {
 		if err := c.flush(); err != nil {
@@ -159,10 +163,14 @@ func (c *clientWriter) answerWith(answer func(http.ResponseWriter)) {
 }
 
 // end cuts short an answer the client has started reading: a stream ends with an error event,
-// any other body is torn.
+// any other body is torn. A stream whose final event went out whole is not cut: the client
+// has the whole answer, and nothing may follow that event.
 func (c *clientWriter) end(message, code string) {
 	if !c.sse {
 		c.torn = true
+		return
+	}
+	if c.events.over() {
 		return
 	}
 	event, ok := []byte(nil), false
